@@ -1,0 +1,79 @@
+"""agent-rl-plugin: record the agents you already run, score them, train on them.
+
+The public API, re-exported here and nowhere else::
+
+    import agent_rl_plugin as arl
+    arl.configure(db="agent_rl.duckdb")
+
+    @arl.trace_agent(name="planner")
+    def plan(task): ...
+
+    with arl.rollout(task_id="t1", group_id="g1"):
+        plan("...")
+        arl.emit_reward(1.0, name="user_feedback")
+
+Names are imported on first access, so ``import agent_rl_plugin.store`` (or the CLI) does not
+pay for the instrumentation layer and vice versa.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "RLConfig": "agent_rl_plugin.config",
+    "hookimpl": "agent_rl_plugin.hookspecs",
+    "configure": "agent_rl_plugin.tracing",
+    "flush": "agent_rl_plugin.tracing",
+    "shutdown": "agent_rl_plugin.tracing",
+    "RLAgentMixin": "agent_rl_plugin.instrument",
+    "RLOrchestratorMixin": "agent_rl_plugin.instrument",
+    "current_rollout": "agent_rl_plugin.instrument",
+    "emit_reward": "agent_rl_plugin.instrument",
+    "instrument": "agent_rl_plugin.instrument",
+    "record_event": "agent_rl_plugin.instrument",
+    "record_llm_call": "agent_rl_plugin.instrument",
+    "record_tool_call": "agent_rl_plugin.instrument",
+    "rollout": "agent_rl_plugin.instrument",
+    "trace_agent": "agent_rl_plugin.instrument",
+    "trace_tool": "agent_rl_plugin.instrument",
+    "uninstrument": "agent_rl_plugin.instrument",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'agent_rl_plugin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from agent_rl_plugin.config import RLConfig
+    from agent_rl_plugin.hookspecs import hookimpl
+    from agent_rl_plugin.instrument import (
+        RLAgentMixin,
+        RLOrchestratorMixin,
+        current_rollout,
+        emit_reward,
+        instrument,
+        record_event,
+        record_llm_call,
+        record_tool_call,
+        rollout,
+        trace_agent,
+        trace_tool,
+        uninstrument,
+    )
+    from agent_rl_plugin.tracing import configure, flush, shutdown

@@ -1,0 +1,102 @@
+"""``agent-rl demo``: the project's main job, end to end, on this machine, with no network.
+
+Today it runs the example tool-using agent over a few tasks in groups, records every run into
+DuckDB, rewards each rollout against its ground truth, and prints what landed (counts, the
+rollouts, one rollout as a tree) and SQL to try next. Training on these rollouts joins the demo
+with the training release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent_rl_plugin.cli.common import DbOption, JsonOption, console, db_path, print_json, print_rows
+from agent_rl_plugin.cli.query import run_query
+from agent_rl_plugin.hookspecs import hookimpl
+
+NEXT_QUERIES = (
+    "select tool_name, count(*) as calls, count(error) as errors from tool_calls group by tool_name",
+    "select task_id, avg(total_reward) as accuracy, count(*) as rollouts from rollouts group by task_id order by task_id",
+    "select rollout_id, step_index, kind, name, status from steps where rollout_id = (select min(rollout_id) from rollouts) order by step_index",
+)
+
+
+def demo(
+    db: str = DbOption,
+    tasks: int = typer.Option(4, "--tasks", min=1, max=6, help="How many tasks."),
+    group_size: int = typer.Option(4, "--group-size", min=1, help="Rollouts per task (a GRPO group)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the scripted model."),
+    json_output: bool = JsonOption,
+) -> None:
+    """Run an example tool-using agent in groups, record it into DuckDB, and show what landed."""
+    from agent_rl_plugin import tracing
+    from agent_rl_plugin.demo.calculator import demo_tasks
+    from agent_rl_plugin.demo.run import run_groups
+
+    path = db_path(db)
+    task_list = demo_tasks(tasks)
+    total = len(task_list) * group_size
+    started = time.perf_counter()
+    tracing.configure(db_path=path)
+    with Progress(
+        TextColumn("[bold]rollouts[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=json_output,
+    ) as progress:
+        bar = progress.add_task("rollouts", total=total)
+        results = asyncio.run(run_groups(task_list, group_size, seed, on_done=lambda _: progress.advance(bar)))
+    tracing.flush()
+    tracing.shutdown()  # releases the database file for the reads below
+    elapsed = time.perf_counter() - started
+    ids = ", ".join(f"'{r.rollout_id}'" for r in results)
+    summary = landed(path, ids)
+    summary.update(
+        database=os.path.abspath(path),
+        rollouts_run=len(results),
+        correct=sum(r.correct for r in results),
+        seconds=round(elapsed, 2),
+        next_queries=list(NEXT_QUERIES),
+    )
+    if json_output:
+        print_json(summary)
+        return
+    console.print(
+        f"[bold green]Recorded {len(results)} rollouts[/] of {len(task_list)} tasks × {group_size} "
+        f"into {summary['database']} in {elapsed:.1f} s; {summary['correct']} answered correctly."
+    )
+    print_rows(["what landed", "rows"], list(summary["rows"].items()), title="this run")
+    columns, rows = run_query(
+        path,
+        "select task_id, count(*) as rollouts, avg(total_reward) as mean_reward, sum(n_tool_errors) as tool_errors, "
+        f"round(avg(duration_ms), 1) as mean_ms from rollouts where rollout_id in ({ids}) group by task_id order by task_id",
+    )
+    print_rows(columns, rows, title="groups (one per task)")
+    example = min(results, key=lambda r: (r.correct, r.rollout_id))
+    console.print(f"\n[bold]One rollout[/] (agent-rl traces show {example.rollout_id[:8]}):")
+    from agent_rl_plugin.cli.traces import show_trace
+
+    show_trace(example.rollout_id, db=path, json_output=False)
+    console.print("\n[bold]Training[/]: KTO and GRPO/GiGPO LoRA training on these rollouts joins this demo with the training release.")
+    console.print("\n[bold]Try next:[/]")
+    for sql in NEXT_QUERIES:
+        console.print(f'  agent-rl query --db {path} "{sql}"', highlight=False, soft_wrap=True)
+
+
+def landed(path: str, ids: str) -> dict:
+    """Rows this run added to each view."""
+    views = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "rewards")
+    sql = " union all ".join(
+        f"select '{view}', count(*) from {view} where rollout_id in ({ids})" for view in views
+    )
+    sql += f" union all select 'spans', count(*) from spans where rollout_id in ({ids})"
+    _, rows = run_query(path, sql)
+    return {"rows": {name: count for name, count in rows}}
+
+
+@hookimpl
+def agent_rl_register_commands(cli: typer.Typer) -> None:
+    cli.command("demo")(demo)

@@ -1,0 +1,116 @@
+"""Settings: the :class:`RLConfig` model and how it is read from ``AGENT_RL_*`` variables.
+
+Precedence, highest first: keyword arguments given to :func:`agent_rl_plugin.configure` (or a
+mixin's ``rl_config``), then environment variables, then the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Patterns for secrets that are masked in captured content unless redaction is switched off.
+DEFAULT_REDACTION_PATTERNS: tuple[str, ...] = (
+    r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style keys (sk-..., sk-proj-...)
+    r"sk-ant-[A-Za-z0-9_\-]{16,}",  # Anthropic keys
+    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"xox[abpr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
+    r"(?i:bearer)\s+[A-Za-z0-9._\-+/=]{16,}",  # Authorization: Bearer ...
+)
+
+DEFAULT_DB_PATH = "agent_rl.duckdb"
+ENV_PREFIX = "AGENT_RL_"
+
+
+class RLConfig(BaseModel):
+    """Everything that changes how agents are recorded.
+
+    Every field can also be set with an environment variable ``AGENT_RL_<FIELD NAME IN CAPITALS>``
+    (lists as comma-separated values, booleans as ``1/0/true/false``).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enable_rl: bool = Field(
+        True, description="Master switch. False makes decorators, mixins and helpers no-ops."
+    )
+    db_path: str | None = Field(
+        DEFAULT_DB_PATH,
+        description="DuckDB file the spans are written to; None (or an empty string) writes no file.",
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="Also export spans over OTLP/HTTP to this collector or `agent-rl serve` "
+        "(e.g. http://127.0.0.1:4318/v1/traces).",
+    )
+    otlp_headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra headers for the OTLP exporter (e.g. a token)."
+    )
+    capture_content: bool = Field(
+        True,
+        description="Record message contents, tool arguments and results. False keeps only "
+        "names, timings, token counts and status.",
+    )
+    redact: bool = Field(True, description="Mask secrets matching redaction_patterns in content.")
+    redaction_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REDACTION_PATTERNS),
+        description="Regular expressions whose matches are replaced by [REDACTED].",
+    )
+    max_attribute_size: int = Field(
+        32_768,
+        ge=64,
+        description="Longest attribute value in characters; longer values are cut and marked "
+        "with their original size.",
+    )
+    service_name: str = Field("agent-rl", description="OTel resource service.name for our provider.")
+    export_batch_size: int = Field(512, ge=1, description="Spans per export batch.")
+    export_delay_ms: int = Field(
+        500, ge=1, description="Longest time a finished span waits before being exported."
+    )
+    max_queue_size: int = Field(
+        65_536, ge=1, description="Finished spans held in memory before new ones are dropped."
+    )
+
+    @field_validator("db_path", mode="before")
+    @classmethod
+    def _empty_db_means_none(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() == "":
+            return None
+        return value
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "RLConfig":
+        """Build a config from ``AGENT_RL_*`` variables, then apply ``overrides`` on top."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            raw = environ.get(ENV_PREFIX + name.upper())
+            if raw is None and name == "db_path":
+                raw = environ.get(ENV_PREFIX + "DB")
+            if raw is None:
+                continue
+            values[name] = _parse_env_value(raw, field.annotation)
+        values.update({k: v for k, v in overrides.items()})
+        return cls(**values)
+
+
+def _parse_env_value(raw: str, annotation: Any) -> Any:
+    text = str(annotation)
+    if "dict" in text:
+        pairs = [item.split("=", 1) for item in raw.split(",") if "=" in item]
+        return {k.strip(): v.strip() for k, v in pairs}
+    if "list" in text:
+        return [item for item in raw.split(",") if item]
+    return raw
+
+
+def resolve_db_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The database a command works on: ``explicit``, else ``AGENT_RL_DB``, else the default."""
+    environ = os.environ if environ is None else environ
+    if explicit:
+        return explicit
+    return environ.get(ENV_PREFIX + "DB") or environ.get(ENV_PREFIX + "DB_PATH") or DEFAULT_DB_PATH

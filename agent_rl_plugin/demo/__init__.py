@@ -1,0 +1,1 @@
+"""The example agent and task set used by ``agent-rl demo`` and the end-to-end tests."""

@@ -1,0 +1,115 @@
+"""Hook specifications: the extension surface of agent-rl-plugin.
+
+A plugin is any module or object with functions decorated by :data:`hookimpl` whose names match
+the specs below. Outside packages declare it in the ``agent_rl_plugin`` entry-point group::
+
+    [project.entry-points.agent_rl_plugin]
+    my_plugin = "my_package.plugin"
+
+Built-in features (the DuckDB store, OTLP export, redaction, span normalisers, CLI command
+groups) are registered through these same hooks, listed in
+:data:`agent_rl_plugin.plugins.DEFAULT_PLUGINS`.
+
+Hooks are grouped by lifecycle: set-up (called by :func:`agent_rl_plugin.configure`), per span
+(called on the export path, keep them cheap), per rollout, and command line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import typer
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from agent_rl_plugin.config import RLConfig
+    from agent_rl_plugin.instrument.context import RolloutInfo
+
+PROJECT_NAME = "agent_rl_plugin"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# --- set-up -------------------------------------------------------------------------------
+@hookspec
+def agent_rl_register_exporters(
+    register: Callable[[str, "SpanExporter"], None], config: "RLConfig"
+) -> None:
+    """Register span exporters for :func:`configure` to attach.
+
+    Call ``register(name, exporter)`` once per exporter. Each exporter is wrapped in its own
+    ``BatchSpanProcessor`` on the tracer provider, so a slow exporter never blocks the agent.
+    The built-in ``duckdb`` exporter (when ``config.db_path`` is set) and ``otlp`` exporter
+    (when ``config.otlp_endpoint`` is set) use this hook. Names must be unique.
+    """
+
+
+@hookspec
+def agent_rl_register_normalizers(
+    register: Callable[[str, Callable[[dict[str, Any], str], None]], None],
+) -> None:
+    """Register span normalisers that map other conventions onto the GenAI conventions.
+
+    Call ``register(name, normalize)``. ``normalize(attributes, span_name)`` receives a span's
+    attribute dict on the store's write path and may *add* ``gen_ai.*`` / ``agent_rl.*`` keys in
+    place (for example from OpenInference's ``llm.input_messages.N.*``). A normaliser must not
+    overwrite keys that are already present: native GenAI attributes take precedence over
+    translated ones, and normalisers run in registration order (earlier wins). It must be
+    cheap: it runs once per stored span.
+    """
+
+
+# --- per span -----------------------------------------------------------------------------
+@hookspec
+def agent_rl_transform_attributes(
+    attributes: dict[str, Any], span_name: str, config: "RLConfig"
+) -> None:
+    """Change span or event attributes before they leave the process (redaction, trimming).
+
+    ``attributes`` is a mutable copy; change it in place (assign, delete). Called for each
+    span's attributes and for each of its events' attributes, on every exporter's path (DuckDB
+    and OTLP), after the agent call has returned, so a slow or failing implementation costs the
+    agent nothing. An implementation that raises is logged once and skipped. The built-in
+    ``redaction`` plugin masks secrets matching ``config.redaction_patterns``.
+    """
+
+
+# --- per rollout --------------------------------------------------------------------------
+@hookspec
+def agent_rl_rollout_start(rollout: "RolloutInfo") -> None:
+    """Called when a rollout begins (explicit ``with rollout(...)`` or an implicit one).
+
+    ``rollout`` carries ``rollout_id``, ``task_id``, ``group_id`` and ``metadata``. Runs in the
+    agent's thread: keep it fast; exceptions are logged and swallowed.
+    """
+
+
+@hookspec
+def agent_rl_rollout_end(rollout: "RolloutInfo", status: str, error: BaseException | None) -> None:
+    """Called when a rollout ends, with ``status`` ``"ok"``, ``"error"`` or ``"cancelled"``.
+
+    ``error`` is the exception that ended it, if any. Runs in the agent's thread; exceptions
+    are logged and swallowed so the agent's own result or exception is never changed.
+    """
+
+
+@hookspec
+def agent_rl_register_rewards(register: Callable[[Any], None], config: "RLConfig") -> None:
+    """Register reward plugins (scorers of stored rollouts).
+
+    Call ``register(reward)`` with a ``RewardPlugin`` instance or a function decorated with
+    ``agent_rl_plugin.rewards.reward``. Used by ``agent-rl score`` and ``agent-rl plugins``.
+    """
+
+
+# --- command line -------------------------------------------------------------------------
+@hookspec
+def agent_rl_register_commands(cli: "typer.Typer") -> None:
+    """Add commands or command groups to the ``agent-rl`` command line.
+
+    Use ``cli.command()`` / ``cli.add_typer()``. Built-in groups (``query``, ``traces``,
+    ``db``, ``demo``) register this way too.
+    """

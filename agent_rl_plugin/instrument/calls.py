@@ -1,0 +1,394 @@
+"""One traced call: its span, its rollout, and how its context is entered on each resume.
+
+Contract:
+
+* :func:`start_call` returns a :class:`CallRecord` with a started span, or ``None`` when the call
+  must run straight through: recording disabled (globally, for the instance, or inside a call of
+  a disabled instance), the immediately enclosing span is the same wrapper for the same call
+  (``super().chat()`` of an instrumented override), or our bookkeeping failed.
+* An agent call made outside any rollout opens an implicit rollout: its span is the rollout root
+  (``agent_rl.rollout.root=true``) and the rollout hooks fire.
+* :meth:`CallRecord.activate` / :meth:`CallRecord.deactivate` bracket every resume of the user's
+  code (the whole call for functions, each ``next``/``send``/``throw`` for streams): the span is
+  the current span and the call's rollout the current rollout only while user code runs.
+* :meth:`CallRecord.finish` ends the span exactly once. No method here raises.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from agent_rl_plugin import tracing
+from agent_rl_plugin.instrument import context as rl_context
+from agent_rl_plugin.instrument.spans import (
+    end_span,
+    log_failure,
+    max_size,
+    record_error,
+    set_attributes,
+    to_json_text,
+)
+from agent_rl_plugin.semconv import (
+    AGENT_ROLE,
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_INPUT_MESSAGES,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    OP_EXECUTE_TOOL,
+    OP_INVOKE_AGENT,
+    ROLLOUT_INPUT,
+    ROLLOUT_OUTPUT,
+    ROLLOUT_ROOT,
+    SPAN_KIND,
+    SPAN_KIND_AGENT,
+    SPAN_KIND_TOOL,
+    STREAM_CHUNKS,
+    STREAM_OUTCOME,
+    TRUNCATION_MARKER,
+)
+from agent_rl_plugin.serialize import to_json
+
+#: Instance attribute that switches recording off for one object (set by ``enable_rl=False``).
+INSTANCE_FLAG = "_agent_rl_enabled"
+
+_MISSING: Any = object()
+
+# (call key, span) of the traced call whose user code is running now.
+_ACTIVE_CALL: contextvars.ContextVar[tuple[tuple[Any, ...], trace.Span] | None] = (
+    contextvars.ContextVar("agent_rl_active_call", default=None)
+)
+# True inside a call of an instance created with enable_rl=False.
+_SUPPRESSED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agent_rl_suppressed", default=False
+)
+
+
+def is_suppressed() -> bool:
+    """True inside a call of an instance whose recording is switched off."""
+    return _SUPPRESSED.get()
+
+
+def suppress() -> contextvars.Token[bool]:
+    """Switch recording off for the running context; undo with :func:`unsuppress`."""
+    return _SUPPRESSED.set(True)
+
+
+def unsuppress(token: contextvars.Token[bool]) -> None:
+    """Undo :func:`suppress`. Never raises."""
+    try:
+        _SUPPRESSED.reset(token)
+    except Exception:
+        log_failure("restoring the suppression flag")
+
+
+@dataclass(frozen=True)
+class WrapSpec:
+    """How calls of one wrapped callable are recorded.
+
+    ``kind`` is ``"agent"`` or ``"tool"``; ``name`` the agent/tool name, or ``None`` to use the
+    class name of the bound instance (mixins, ``instrument``); ``has_self`` says the first
+    positional argument is ``self``/``cls`` (dropped from the recorded input).
+    """
+
+    kind: str
+    name: str
+    func_name: str
+    has_self: bool
+    name_from_instance: bool = False
+    role: str = "agent"
+    signature: inspect.Signature | None = None
+
+
+def instance_of(spec: WrapSpec, args: tuple[Any, ...]) -> Any:
+    """The bound ``self``/``cls`` of a call, or ``None``."""
+    return args[0] if spec.has_self and args else None
+
+
+def instance_disabled(instance: Any) -> bool:
+    """True when ``instance`` was created with ``enable_rl=False``. Never raises."""
+    if instance is None:
+        return False
+    try:
+        return instance.__dict__.get(INSTANCE_FLAG, True) is False
+    except Exception:  # no __dict__ (slots), odd __getattribute__
+        return False
+
+
+class CallRecord:
+    """The span of one traced call and the context to enter around its user code."""
+
+    __slots__ = (
+        "spec", "span", "ctx", "rollout", "implicit", "key", "finished",
+        "chunks", "parts", "text_len", "text_bytes", "capture",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        spec: WrapSpec,
+        span: trace.Span,
+        rollout: rl_context.RolloutInfo | None,
+        implicit: bool,
+        key: tuple[Any, ...] | None,
+        capture: bool,
+    ) -> None:
+        self.spec = spec
+        self.span = span
+        self.ctx = trace.set_span_in_context(span)
+        self.rollout = rollout
+        self.implicit = implicit
+        self.key = key
+        self.finished = False
+        self.capture = capture
+        self.chunks = 0
+        self.parts: list[str] = []
+        self.text_len = 0
+        self.text_bytes = 0
+
+    # --- context around user code -----------------------------------------------------------
+    def activate(self) -> tuple[Any, Any, Any]:
+        """Make this call's span and rollout current; returns tokens for :meth:`deactivate`."""
+        try:
+            otel_token = otel_context.attach(self.ctx)
+            rollout_token = (
+                rl_context.set_current(self.rollout)
+                if rl_context.current_rollout() is not self.rollout
+                else None
+            )
+            call_token = _ACTIVE_CALL.set((self.key, self.span)) if self.key is not None else None
+            return otel_token, rollout_token, call_token
+        except Exception:
+            log_failure("entering a traced call's context")
+            return None, None, None
+
+    def deactivate(self, tokens: tuple[Any, Any, Any]) -> None:
+        """Undo :meth:`activate`. Never raises."""
+        otel_token, rollout_token, call_token = tokens
+        if call_token is not None:
+            try:
+                _ACTIVE_CALL.reset(call_token)
+            except Exception:
+                log_failure("leaving a traced call's context")
+        if rollout_token is not None:
+            rl_context.reset_current(rollout_token)  # never raises
+        if otel_token is not None:
+            try:
+                otel_context.detach(otel_token)
+            except Exception:
+                log_failure("detaching a traced call's span")
+
+    # --- results ------------------------------------------------------------------------------
+    def add_chunk(self, chunk: Any) -> None:
+        """Count one streamed chunk and keep its text (up to the attribute size)."""
+        self.chunks += 1
+        if not self.capture:
+            return
+        try:
+            text = chunk_text(chunk)
+            if text:
+                self.text_bytes += len(text.encode("utf-8", errors="replace"))
+                limit = max_size()
+                if self.text_len <= limit:
+                    self.parts.append(text[: limit + 1 - self.text_len])
+                self.text_len += len(text)
+        except Exception:
+            log_failure("reading a streamed chunk")
+
+    def finish(
+        self,
+        result: Any = _MISSING,
+        exc: BaseException | None = None,
+        outcome: str | None = None,
+    ) -> None:
+        """Record the result or error (and stream outcome), fire rollout-end, end the span."""
+        if self.finished:
+            return
+        self.finished = True
+        span = self.span
+        try:
+            attributes: dict[str, Any] = {}
+            is_agent = self.spec.kind == SPAN_KIND_AGENT
+            output_key = ROLLOUT_OUTPUT if is_agent else GEN_AI_TOOL_CALL_RESULT
+            if outcome is not None:
+                attributes[STREAM_CHUNKS] = self.chunks
+                attributes[STREAM_OUTCOME] = outcome
+                if self.capture:
+                    attributes[output_key] = self._stream_text()
+            elif result is not _MISSING and self.capture:
+                attributes[output_key] = to_json_text(result)
+            set_attributes(span, attributes)
+            if exc is not None:
+                record_error(span, exc)
+            if self.implicit and self.rollout is not None:
+                closed = outcome in ("closed", "collected")
+                status = rl_context.rollout_status(exc, closed=closed)
+                rl_context.fire_rollout_end(self.rollout, status, exc)
+        except Exception:
+            log_failure("finishing a traced call")
+        finally:
+            end_span(span)
+
+    def _stream_text(self) -> str:
+        """The streamed text as a JSON string, cut like any attribute (the marker counts the
+        UTF-8 bytes of the whole text, quotes included)."""
+        limit = max_size()
+        text = to_json("".join(self.parts))
+        if self.text_len > limit or len(text) > limit:
+            return text[:limit] + TRUNCATION_MARKER.format(original=self.text_bytes + 2)
+        return text
+
+
+def chunk_text(chunk: Any) -> str | None:
+    """The text a streamed chunk contributes: a str, a str ``.content`` or ``["content"]``."""
+    if isinstance(chunk, str):
+        return chunk
+    if isinstance(chunk, dict):
+        content = chunk.get("content")
+        return content if isinstance(content, str) else None
+    content = getattr(chunk, "content", None)
+    return content if isinstance(content, str) else None
+
+
+def start_call(spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallRecord | None:
+    """Start recording one call, or return ``None`` to run it straight through. Never raises."""
+    if _SUPPRESSED.get():
+        return None
+    instance = instance_of(spec, args)
+    key = None
+    if instance is not None:
+        if instance_disabled(instance):
+            return None
+        key = (spec.kind, spec.func_name, id(instance))
+        active = _ACTIVE_CALL.get()
+        if active is not None and active[0] == key and active[1] is trace.get_current_span():
+            return None  # the same method again (override calling super()): one span
+    try:
+        tracer = tracing.get_tracer()
+        if not tracing.is_enabled():
+            return None
+        return _start(tracer, spec, instance, key, args, kwargs)
+    except Exception:
+        log_failure("starting a traced call")
+        return None
+
+
+def _start(
+    tracer: trace.Tracer,
+    spec: WrapSpec,
+    instance: Any,
+    key: tuple[Any, ...] | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> CallRecord:
+    config = tracing.current_config()
+    capture = config.capture_content
+    name = display_name(spec, instance)
+    attributes: dict[str, Any]
+    if spec.kind == SPAN_KIND_AGENT:
+        span_name = f"{OP_INVOKE_AGENT} {name}"
+        attributes = {
+            GEN_AI_OPERATION_NAME: OP_INVOKE_AGENT,
+            GEN_AI_AGENT_NAME: name,
+            SPAN_KIND: SPAN_KIND_AGENT,
+            AGENT_ROLE: spec.role,
+        }
+        agent_id = _agent_id(instance)
+        if agent_id is not None:
+            attributes[GEN_AI_AGENT_ID] = agent_id
+        if capture:
+            arguments = bound_arguments(spec, args, kwargs)
+            attributes[ROLLOUT_INPUT] = to_json_text(arguments)
+            messages = arguments.get("messages")
+            if isinstance(messages, list):
+                attributes[GEN_AI_INPUT_MESSAGES] = to_json_text(messages)
+    else:
+        span_name = f"{OP_EXECUTE_TOOL} {name}"
+        attributes = {
+            GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
+            SPAN_KIND: SPAN_KIND_TOOL,
+            GEN_AI_TOOL_NAME: name,
+            GEN_AI_TOOL_CALL_ID: uuid.uuid4().hex,
+        }
+        if capture:
+            arguments = bound_arguments(spec, args, kwargs)
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = to_json_text(arguments)
+
+    rollout = rl_context.current_rollout()
+    implicit = False
+    if rollout is None and spec.kind == SPAN_KIND_AGENT:
+        rollout = rl_context.RolloutInfo(name=name, implicit=True)
+        implicit = True
+        attributes[ROLLOUT_ROOT] = True
+        attributes.update(rollout.attributes)
+        token = rl_context.set_current(rollout)  # so the processor stamps the new ids
+        try:
+            span = tracer.start_span(span_name, attributes=attributes)
+        finally:
+            rl_context.reset_current(token)
+    else:
+        span = tracer.start_span(span_name, attributes=attributes)
+    record = CallRecord(spec, span, rollout, implicit, key, capture)
+    if implicit:
+        tokens = record.activate()
+        try:
+            rl_context.fire_rollout_start(rollout)  # type: ignore[arg-type]
+        finally:
+            record.deactivate(tokens)
+    return record
+
+
+def display_name(spec: WrapSpec, instance: Any) -> str:
+    """The agent/tool name: fixed, or the class name of the bound instance."""
+    if spec.name_from_instance and instance is not None:
+        cls = instance if isinstance(instance, type) else type(instance)
+        return cls.__name__
+    return spec.name
+
+
+def _agent_id(instance: Any) -> str | None:
+    if instance is None or isinstance(instance, type):
+        return None
+    try:
+        value = getattr(instance, "agent_id", None)
+    except Exception:
+        return None
+    return None if value is None or callable(value) else str(value)
+
+
+def bound_arguments(
+    spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The call's arguments by parameter name, without ``self``/``cls``.
+
+    Falls back to ``{"args": [...], "kwargs": {...}}`` when the signature is unknown or the
+    arguments do not bind (the call itself will then raise ``TypeError``).
+    """
+    positional = args[1:] if spec.has_self else args
+    if spec.signature is not None:
+        try:
+            bound = spec.signature.bind(*args, **kwargs)
+            arguments = dict(bound.arguments)
+            if spec.has_self and arguments:
+                arguments.pop(next(iter(spec.signature.parameters)), None)
+            return arguments
+        except (TypeError, ValueError):
+            pass
+    return {"args": list(positional), "kwargs": dict(kwargs)}
+
+
+def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
+    """``inspect.signature(func)`` or ``None``."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None

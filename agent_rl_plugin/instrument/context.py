@@ -1,0 +1,251 @@
+"""The rollout context: which episode the running code belongs to.
+
+Contract:
+
+* The active rollout is a :class:`RolloutInfo` held in a :class:`contextvars.ContextVar`, so it
+  follows asyncio tasks (``create_task``/``gather`` copy the context) but **not** plain threads or
+  ``ThreadPoolExecutor.submit``/``loop.run_in_executor`` (wrap the callable with
+  ``contextvars.copy_context().run`` there).
+* :func:`current_rollout_attributes` is called by the span processor on every span start; it
+  returns a dict cached on the :class:`RolloutInfo` (do not mutate it).
+* :func:`rollout` opens an explicit rollout (``with`` and ``async with``): a span
+  ``rollout {task_id}`` that is the current span inside the block, the ``agent_rl_rollout_start``
+  / ``agent_rl_rollout_end`` hooks, and the exception of the block recorded on the span and
+  re-raised unchanged. A nested ``rollout()`` starts a new rollout (child span, its own id).
+* Hook implementations that raise are logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from agent_rl_plugin import tracing
+from agent_rl_plugin.instrument.spans import end_span, is_cancellation, log_failure, record_error
+from agent_rl_plugin.semconv import (
+    CANCELLED,
+    GROUP_ID,
+    ROLLOUT_ID,
+    ROLLOUT_METADATA,
+    ROLLOUT_ROOT,
+    SPAN_KIND,
+    SPAN_KIND_ROLLOUT,
+    TASK_ID,
+)
+from agent_rl_plugin.serialize import to_json_attribute
+
+__all__ = [
+    "RolloutInfo",
+    "current_rollout",
+    "current_rollout_attributes",
+    "rollout",
+    "RolloutScope",
+    "rollout_status",
+]
+
+
+@dataclass(frozen=True)
+class RolloutInfo:
+    """One episode: its ids and metadata. Treat as read-only (hooks receive it).
+
+    ``implicit`` is True for a rollout opened by a traced agent call made outside any rollout.
+    """
+
+    rollout_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    task_id: str | None = None
+    group_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    implicit: bool = False
+    attributes: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        attrs = {ROLLOUT_ID: self.rollout_id}
+        if self.task_id is not None:
+            attrs[TASK_ID] = self.task_id
+        if self.group_id is not None:
+            attrs[GROUP_ID] = self.group_id
+        object.__setattr__(self, "attributes", attrs)
+
+
+_CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar(
+    "agent_rl_rollout", default=None
+)
+
+
+def current_rollout() -> RolloutInfo | None:
+    """The rollout the calling code runs in, or ``None``."""
+    return _CURRENT.get()
+
+
+def current_rollout_attributes() -> dict[str, str] | None:
+    """``{ROLLOUT_ID, TASK_ID, GROUP_ID}`` (non-None only) of the active rollout, or ``None``.
+
+    The returned dict is shared: callers must not mutate it.
+    """
+    info = _CURRENT.get()
+    return None if info is None else info.attributes
+
+
+def set_current(info: RolloutInfo | None) -> contextvars.Token[RolloutInfo | None]:
+    """Make ``info`` the active rollout; undo with :func:`reset_current`."""
+    return _CURRENT.set(info)
+
+
+def reset_current(token: contextvars.Token[RolloutInfo | None]) -> None:
+    """Undo :func:`set_current`. Never raises (a token from another context is logged)."""
+    try:
+        _CURRENT.reset(token)
+    except Exception:
+        log_failure("restoring the rollout context")
+
+
+def rollout_status(exc: BaseException | None, closed: bool = False) -> str:
+    """``"ok"``, ``"error"`` or ``"cancelled"`` for how a rollout ended.
+
+    Cancellation (:class:`asyncio.CancelledError`), ``GeneratorExit`` and a stream closed
+    early or garbage-collected (``closed=True``) count as ``"cancelled"``.
+    """
+    if exc is None:
+        return "cancelled" if closed else "ok"
+    if is_cancellation(exc) or isinstance(exc, GeneratorExit):
+        return "cancelled"
+    return "error"
+
+
+def fire_rollout_start(info: RolloutInfo) -> None:
+    """Call the ``agent_rl_rollout_start`` hook; failures are logged and swallowed."""
+    try:
+        from agent_rl_plugin.plugins import get_plugin_manager
+
+        get_plugin_manager().hook.agent_rl_rollout_start(rollout=info)
+    except Exception:
+        log_failure("an agent_rl_rollout_start hook")
+
+
+def fire_rollout_end(info: RolloutInfo, status: str, error: BaseException | None) -> None:
+    """Call the ``agent_rl_rollout_end`` hook; failures are logged and swallowed."""
+    try:
+        from agent_rl_plugin.plugins import get_plugin_manager
+
+        get_plugin_manager().hook.agent_rl_rollout_end(rollout=info, status=status, error=error)
+    except Exception:
+        log_failure("an agent_rl_rollout_end hook")
+
+
+class RolloutScope:
+    """The object :func:`rollout` returns; ``with``/``async with`` it once.
+
+    Entering returns the :class:`RolloutInfo`. When recording is disabled the rollout is still
+    made current (so :func:`current_rollout` works) but no span is started and no hook fires.
+    """
+
+    def __init__(self, info: RolloutInfo) -> None:
+        self.info = info
+        self._span: trace.Span | None = None
+        self._rollout_token: contextvars.Token[RolloutInfo | None] | None = None
+        self._otel_token: object | None = None
+
+    # --- sync -----------------------------------------------------------------------------
+    def __enter__(self) -> RolloutInfo:
+        info = self.info
+        self._rollout_token = _CURRENT.set(info)  # before the span: the processor stamps ids
+        if not tracing.is_enabled():
+            return info
+        try:
+            tracer = tracing.get_tracer()
+            if not tracing.is_enabled():
+                return info
+            max_size = tracing.current_config().max_attribute_size
+            attributes: dict[str, Any] = {
+                SPAN_KIND: SPAN_KIND_ROLLOUT,
+                ROLLOUT_ROOT: True,
+                **info.attributes,
+                ROLLOUT_METADATA: to_json_attribute(info.metadata, max_size),
+            }
+            name = f"rollout {info.task_id}" if info.task_id is not None else "rollout"
+            span = tracer.start_span(name, attributes=attributes)
+            self._span = span
+            self._otel_token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            log_failure("starting a rollout span")
+            return info
+        fire_rollout_start(info)
+        return info
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        try:
+            if span is not None:
+                if exc is not None:
+                    record_error(span, exc)
+                    if isinstance(exc, GeneratorExit):
+                        span.set_attribute(CANCELLED, True)
+                fire_rollout_end(self.info, rollout_status(exc), exc)
+        except Exception:
+            log_failure("ending a rollout")
+        finally:
+            if self._otel_token is not None:
+                try:
+                    otel_context.detach(self._otel_token)  # type: ignore[arg-type]
+                except Exception:
+                    log_failure("detaching the rollout span")
+                self._otel_token = None
+            if span is not None:
+                end_span(span)
+                self._span = None
+            if self._rollout_token is not None:
+                reset_current(self._rollout_token)
+                self._rollout_token = None
+        return None
+
+    # --- async ----------------------------------------------------------------------------
+    async def __aenter__(self) -> RolloutInfo:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def rollout(
+    task_id: str | None = None,
+    group_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    rollout_id: str | None = None,
+) -> RolloutScope:
+    """Open a rollout (one episode) for the ``with`` / ``async with`` block.
+
+    ``task_id`` names the task (rollouts of one task are compared), ``group_id`` the group
+    (GRPO/GiGPO normalise rewards within a group), ``metadata`` is stored as JSON on the rollout
+    span, ``rollout_id`` defaults to a new uuid4 hex. Exceptions of the block are recorded on the
+    rollout span and propagate unchanged::
+
+        with rollout(task_id="t1", group_id="g1") as info:
+            agent.run("...")
+            emit_reward(1.0)
+    """
+    info = RolloutInfo(
+        rollout_id=str(rollout_id) if rollout_id is not None else uuid.uuid4().hex,
+        task_id=None if task_id is None else str(task_id),
+        group_id=None if group_id is None else str(group_id),
+        metadata=dict(metadata) if metadata else {},
+        name=name,
+    )
+    return RolloutScope(info)

@@ -1,0 +1,155 @@
+"""Small span helpers shared by the instrumentation layer.
+
+Contract:
+
+* Nothing here raises into agent code: every helper that touches a span, serialises a value or
+  calls a hook catches its own failures and reports them through :func:`log_failure`, which logs
+  each distinct failure site once (with traceback) and later ones at debug level.
+* :func:`error_type` names an exception class the way the OTel SDK names ``exception.type``:
+  ``module.QualName``, or just ``QualName`` for builtins (``ValueError``,
+  ``asyncio.exceptions.CancelledError``).
+* Values are stored through :mod:`agent_rl_plugin.serialize`: :func:`to_json_text` for JSON
+  content (always valid JSON before truncation, strings quoted), :func:`to_attr` for free text.
+* :func:`record_error` marks a span failed: status ERROR, ``error.type``, an ``exception`` event,
+  and ``agent_rl.cancelled=true`` for :class:`asyncio.CancelledError`. ``GeneratorExit`` is not a
+  failure (a consumer closed a stream early) and is never recorded as one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, Mapping
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from agent_rl_plugin import tracing
+from agent_rl_plugin.semconv import CANCELLED, ERROR_TYPE
+from agent_rl_plugin.serialize import to_json, to_json_attribute, truncate
+
+logger = logging.getLogger("agent_rl_plugin.instrument")
+
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
+
+
+def log_failure(where: str) -> None:
+    """Log the exception being handled; the first time per ``where`` as a warning, then debug.
+
+    Call only from inside an ``except`` block. Never raises.
+    """
+    try:
+        with _logged_lock:
+            first = where not in _logged
+            _logged.add(where)
+        if first:
+            logger.warning("agent-rl: %s failed; the agent is unaffected", where, exc_info=True)
+        else:
+            logger.debug("agent-rl: %s failed again", where, exc_info=True)
+    except Exception:  # pragma: no cover - logging itself broken
+        pass
+
+
+def error_type(exc: BaseException) -> str:
+    """``module.QualName`` of the exception's class (``QualName`` alone for builtins)."""
+    cls = type(exc)
+    module = cls.__module__
+    if not module or module == "builtins":
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def is_cancellation(exc: BaseException | None) -> bool:
+    """True for :class:`asyncio.CancelledError` (and subclasses)."""
+    return isinstance(exc, asyncio.CancelledError)
+
+
+def record_error(span: Span, exc: BaseException) -> None:
+    """Mark ``span`` failed by ``exc``: status ERROR, ``error.type``, exception event.
+
+    Never raises."""
+    if isinstance(exc, GeneratorExit):
+        return
+    try:
+        name = error_type(exc)
+        span.set_attribute(ERROR_TYPE, name)
+        if is_cancellation(exc):
+            span.set_attribute(CANCELLED, True)
+        span.record_exception(exc, escaped=True)
+        message = _safe_str(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{name}: {message}" if message else name))
+    except Exception:
+        log_failure("recording an exception on a span")
+
+
+def record_error_text(span: Span, kind: str, message: str | None = None) -> None:
+    """Mark ``span`` failed by a described error (no exception object). Never raises."""
+    try:
+        span.set_attribute(ERROR_TYPE, kind)
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {message}" if message else kind))
+    except Exception:
+        log_failure("recording an error on a span")
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return ""
+
+
+def max_size() -> int:
+    """The configured longest attribute value (configures from the environment if needed)."""
+    config = tracing.STATE.config or tracing.current_config()
+    return config.max_attribute_size
+
+
+def capture_content() -> bool:
+    """Whether message contents, arguments and results are recorded."""
+    config = tracing.STATE.config or tracing.current_config()
+    return config.capture_content
+
+
+def to_attr(value: Any) -> str:
+    """Text attributes (reasoning, reasons, event content): a str as is, anything else as
+    JSON; cut to the configured size. Never raises."""
+    try:
+        return to_json_attribute(value, max_size())
+    except Exception:
+        log_failure("serialising a value")
+        return "<unserialisable>"
+
+
+def to_json_text(value: Any) -> str:
+    """JSON attributes (inputs, outputs, arguments, results, messages, metadata): always JSON
+    text, a str included (``"HI"`` is stored as ``\"HI\"``), cut to the configured size.
+    Never raises."""
+    try:
+        return truncate(to_json(value), max_size())
+    except Exception:
+        log_failure("serialising a value")
+        return "<unserialisable>"
+
+
+def set_attributes(span: Span, attributes: Mapping[str, Any]) -> None:
+    """Set attributes on ``span``, skipping ``None`` values. Never raises."""
+    try:
+        span.set_attributes({k: v for k, v in attributes.items() if v is not None})
+    except Exception:
+        log_failure("setting span attributes")
+
+
+def end_span(span: Span, end_time: int | None = None) -> None:
+    """End ``span``. Never raises."""
+    try:
+        span.end(end_time=end_time)
+    except Exception:
+        log_failure("ending a span")
+
+
+def current_recording_span() -> Span | None:
+    """The current span if it is recording, else ``None``."""
+    span = trace.get_current_span()
+    return span if span.is_recording() else None

@@ -1,0 +1,133 @@
+"""The plugin manager: built-ins and outside plugins, loaded the same way.
+
+* Built-ins are the modules in :data:`DEFAULT_PLUGINS`; each implements hooks from
+  :mod:`agent_rl_plugin.hookspecs` exactly as an outside plugin would.
+* Outside plugins are found through the ``agent_rl_plugin`` entry-point group.
+* ``AGENT_RL_DISABLE_PLUGIN_AUTOLOAD=1`` skips entry points entirely;
+  ``AGENT_RL_PLUGINS=name1,name2`` loads only the entry points with those names.
+* A plugin that fails to import is reported once as a warning and skipped; it never stops an
+  agent from running.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from importlib.metadata import EntryPoint, entry_points
+from typing import Iterable
+
+import pluggy
+
+from agent_rl_plugin import hookspecs
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
+DISABLE_AUTOLOAD_ENV = "AGENT_RL_DISABLE_PLUGIN_AUTOLOAD"
+ALLOW_LIST_ENV = "AGENT_RL_PLUGINS"
+
+#: Built-in plugins, registered under these names before outside plugins.
+DEFAULT_PLUGINS: dict[str, str] = {
+    "duckdb_store": "agent_rl_plugin.store.plugin",
+    "otlp_export": "agent_rl_plugin.otlp_plugin",
+    "redaction": "agent_rl_plugin.redaction",
+    "genai_normalizer": "agent_rl_plugin.store.normalizers",
+    "cli_query": "agent_rl_plugin.cli.query",
+    "cli_traces": "agent_rl_plugin.cli.traces",
+    "cli_db": "agent_rl_plugin.cli.db",
+    "cli_demo": "agent_rl_plugin.cli.demo",
+    "cli_plugins": "agent_rl_plugin.cli.plugins_cmd",
+}
+
+_lock = threading.Lock()
+_manager: pluggy.PluginManager | None = None
+#: Entry points that failed to load: name -> error message (shown by ``agent-rl plugins``).
+load_errors: dict[str, str] = {}
+#: Entry-point plugins' distributions: plugin name -> (distribution name, version).
+distributions: dict[str, tuple[str, str]] = {}
+
+
+def new_plugin_manager(
+    *, load_entry_points: bool | None = None, builtins: Iterable[str] | None = None
+) -> pluggy.PluginManager:
+    """Build a fresh manager with the hook specs, the built-ins and (optionally) entry points.
+
+    ``load_entry_points=None`` follows ``AGENT_RL_DISABLE_PLUGIN_AUTOLOAD``. ``builtins`` limits
+    which :data:`DEFAULT_PLUGINS` are registered (all when ``None``). Tests build their own
+    manager with this so plugins never leak between them.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    wanted = DEFAULT_PLUGINS if builtins is None else {k: DEFAULT_PLUGINS[k] for k in builtins}
+    for name, module_name in wanted.items():
+        pm.register(importlib.import_module(module_name), name=name)
+    if load_entry_points is None:
+        load_entry_points = os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() not in (
+            "1",
+            "true",
+            "yes",
+        )
+    if load_entry_points:
+        _load_entry_points(pm)
+    return pm
+
+
+def _allowed_names() -> set[str] | None:
+    raw = os.environ.get(ALLOW_LIST_ENV)
+    if raw is None:
+        return None
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    allowed = _allowed_names()
+    for ep in _group_entry_points():
+        if allowed is not None and ep.name not in allowed:
+            continue
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+            dist = getattr(ep, "dist", None)
+            if dist is not None:
+                distributions[ep.name] = (dist.name, dist.version)
+        except Exception as exc:  # a broken plugin must not break the agent
+            load_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+            logger.warning("agent-rl: plugin %r could not be loaded: %s", ep.name, exc)
+
+
+def _group_entry_points() -> list[EntryPoint]:
+    return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide manager, built on first use."""
+    global _manager
+    if _manager is None:
+        with _lock:
+            if _manager is None:
+                _manager = new_plugin_manager()
+    return _manager
+
+
+def set_plugin_manager(pm: pluggy.PluginManager | None) -> None:
+    """Replace (or with ``None``, forget) the process-wide manager; used by tests."""
+    global _manager
+    with _lock:
+        _manager = pm
+
+
+def plugin_version(pm: pluggy.PluginManager, plugin: object) -> str | None:
+    """The distribution version of an entry-point plugin, or the package version of a built-in."""
+    name = pm.get_name(plugin)
+    if name in distributions:
+        return distributions[name][1]
+    module_name = getattr(plugin, "__name__", "")
+    if module_name.startswith("agent_rl_plugin"):
+        from agent_rl_plugin import __version__
+
+        return __version__
+    return getattr(plugin, "__version__", None)

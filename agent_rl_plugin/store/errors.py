@@ -1,0 +1,91 @@
+"""Errors raised by the store, each with a message that names the fix.
+
+Contract:
+
+* :class:`StoreError` is the base of everything the store raises on purpose (a missing file, a
+  file that is not a DuckDB database, a database this process cannot open).
+* :class:`StoreLockedError` means another process holds DuckDB's write lock on the file. Its
+  message names the path, the holder's PID (read from DuckDB's own message) and the fix.
+* :func:`translate_duckdb_error` turns a ``duckdb.Error`` raised while opening ``path`` into one of
+  these, or returns ``None`` when it is something else.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+LOCK_FIX = (
+    "run `agent-rl serve --db {path}` and point agents at it with "
+    "configure(otlp_endpoint=\"http://127.0.0.1:4318\"), or use another --db path"
+)
+
+_PID = re.compile(r"PID (\d+)")
+_HOLDER = re.compile(r"lock is held in (.+?) \(PID")
+
+
+class StoreError(Exception):
+    """A store problem the user can fix; ``str(error)`` says what happened and how to fix it."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the DuckDB write lock on ``path``.
+
+    ``pid`` is the holder's process id and ``holder`` its executable, when DuckDB reported them.
+    """
+
+    def __init__(self, path: str, pid: int | None = None, holder: str | None = None, detail: str = "") -> None:
+        who = "another process"
+        if pid is not None:
+            who = f"another process (PID {pid}{', ' + holder if holder else ''})"
+        message = (
+            f"database {path} is locked: {who} has it open for writing, and DuckDB allows one "
+            f"writing process per file. Fix: {LOCK_FIX.format(path=path)}."
+        )
+        super().__init__(message, path)
+        self.pid = pid
+        self.holder = holder
+        self.detail = detail
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for DuckDB's "Could not set lock on file" error."""
+    return isinstance(exc, duckdb.Error) and "could not set lock" in str(exc).lower()
+
+
+def is_config_conflict(exc: BaseException) -> bool:
+    """True when this process already has the file open with another configuration."""
+    return isinstance(exc, duckdb.Error) and "different configuration" in str(exc).lower()
+
+
+def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
+    """A :class:`StoreError` for a failure to open ``path``, or ``None`` if ``exc`` is unrelated."""
+    text = str(exc)
+    if is_lock_error(exc):
+        pid_match = _PID.search(text)
+        holder_match = _HOLDER.search(text)
+        return StoreLockedError(
+            path,
+            pid=int(pid_match.group(1)) if pid_match else None,
+            holder=holder_match.group(1) if holder_match else None,
+            detail=text,
+        )
+    if is_config_conflict(exc):
+        return StoreError(
+            f"database {path} is already open in this process with other settings (read-only vs "
+            "read-write). Fix: close the other connection (for example the one from "
+            "open_reader()) before recording, or read through open_reader(), which shares the "
+            "recorder's connection.",
+            path,
+        )
+    lowered = text.lower()
+    if isinstance(exc, duckdb.Error) and (
+        "not a valid duckdb database" in lowered or "unable to open" in lowered or "cannot open" in lowered
+    ):
+        return StoreError(f"cannot open {path} as a DuckDB database: {text.splitlines()[0]}", path)
+    return None

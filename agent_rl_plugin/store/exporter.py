@@ -1,0 +1,185 @@
+"""``DuckDBSpanExporter``: the OTel span exporter that records spans into a DuckDB file.
+
+Contract:
+
+* :meth:`~DuckDBSpanExporter.export` converts spans to Arrow rows in the calling thread (the
+  ``BatchSpanProcessor`` worker, never the agent's thread) and hands them to one writer thread
+  (:mod:`agent_rl_plugin.store.writer`) that owns the DuckDB connection. It never raises and
+  never blocks for long: it returns ``SUCCESS`` when every span was converted and queued, and
+  ``FAILURE`` otherwise (a span that could not be converted, a full queue, a database that
+  could not be opened recently, a shut-down exporter). Every lost span is counted.
+* Attributes pass through the transform given to :meth:`set_attribute_transform` (the
+  ``agent_rl_transform_attributes`` hooks, e.g. redaction) and then through the normalisers
+  registered with ``agent_rl_register_normalizers`` (collected once, on first export).
+* :meth:`force_flush` returns ``True`` once everything exported before the call is committed
+  (or counted as dropped); ``False`` on timeout. :meth:`shutdown` flushes and closes.
+* :attr:`stats` is a snapshot dict: ``spans_received``, ``spans_written``, ``spans_dropped``,
+  ``rewards_written``, ``batches_written``, ``batches_failed``, ``pending``, ``last_error``.
+* Each kind of failure (open, locked, insert, row, convert, queue_full, a normaliser) is logged
+  once, as an error naming the database and the fix; repeats are logged at debug level.
+* While alive, the exporter is registered so that :func:`~agent_rl_plugin.store.open_reader`
+  in the same process reads through its connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
+from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
+from agent_rl_plugin.store.writer import ExportStats, StoreWriter
+
+logger = logging.getLogger("agent_rl_plugin.store")
+
+
+def collect_normalizers(plugin_manager: Any = None) -> list[tuple[str, Normalizer]]:
+    """``[(name, normalize), ...]`` from every ``agent_rl_register_normalizers`` hook, in order."""
+    if plugin_manager is None:
+        from agent_rl_plugin.plugins import get_plugin_manager
+
+        plugin_manager = get_plugin_manager()
+    found: list[tuple[str, Normalizer]] = []
+
+    def register(name: str, normalize: Callable[[dict[str, Any], str], None]) -> None:
+        found.append((name, normalize))
+
+    plugin_manager.hook.agent_rl_register_normalizers(register=register)
+    return found
+
+
+class DuckDBSpanExporter(SpanExporter):
+    """Records finished spans into the DuckDB file at ``path`` (see the module contract).
+
+    ``batch_rows``: most spans merged into one INSERT. ``max_pending_spans``: spans waiting for
+    the writer before new ones are dropped. ``max_attribute_size``: longest string attribute
+    value kept (characters; ``None``: no limit here). ``normalizers``: ``(name, fn)`` pairs, or
+    ``None`` to collect them from ``plugin_manager`` (default: the process-wide one).
+    ``reopen_interval_s``: after a failed open (e.g. a locked file), how long spans are dropped
+    before opening is tried again.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        batch_rows: int = 50_000,
+        max_pending_spans: int = 500_000,
+        max_attribute_size: int | None = None,
+        normalizers: Sequence[tuple[str, Normalizer]] | Mapping[str, Normalizer] | None = None,
+        plugin_manager: Any = None,
+        reopen_interval_s: float = 5.0,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._stats = ExportStats()
+        self._logged: set[str] = set()
+        self._logged_lock = threading.Lock()
+        self._plugin_manager = plugin_manager
+        if isinstance(normalizers, Mapping):
+            normalizers = list(normalizers.items())
+        self._normalizers: list[tuple[str, Normalizer]] | None = (
+            None if normalizers is None else list(normalizers)
+        )
+        self._converter = SpanConverter(max_attribute_size=max_attribute_size, on_error=self._report)
+        self._writer = StoreWriter(
+            self.path,
+            stats=self._stats,
+            report=self._report,
+            batch_rows=batch_rows,
+            max_pending_spans=max_pending_spans,
+            reopen_interval_s=reopen_interval_s,
+        )
+        self._shutdown = False
+        self._key = store_key(self.path)
+        register_writer(self._key, self._writer)
+
+    # --- configuration --------------------------------------------------------------------
+    def set_attribute_transform(self, transform: AttributeTransform | None) -> None:
+        """Apply ``transform(attrs, span_name) -> attrs`` to span and event attributes."""
+        self._converter.transform = transform
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the counters (see the module contract)."""
+        snapshot = self._stats.snapshot()
+        snapshot["pending"] = self._writer.pending
+        return snapshot
+
+    # --- failures -------------------------------------------------------------------------
+    def _report(self, kind: str, exc: BaseException) -> None:
+        message = str(exc) or type(exc).__name__
+        if not isinstance(exc, StoreError) and kind not in ("queue_full",):
+            message = f"{type(exc).__name__}: {message}"
+        self._stats.set_error(message)
+        with self._logged_lock:
+            first = kind not in self._logged
+            self._logged.add(kind)
+        if first:
+            logger.error(
+                "agent-rl: %s; spans for %s are counted as dropped in exporter.stats and the agent "
+                "keeps running (this message is shown once)",
+                message,
+                self.path,
+                exc_info=not isinstance(exc, (StoreError, OverflowError)),
+            )
+        else:
+            logger.debug("agent-rl: %s failed again: %s", kind, message)
+
+    def _ensure_normalizers(self) -> None:
+        if self._normalizers is None:
+            try:
+                self._normalizers = collect_normalizers(self._plugin_manager)
+            except Exception as exc:
+                self._normalizers = []
+                self._report("normalizers", exc)
+            self._converter.normalizers = list(self._normalizers)
+
+    # --- SpanExporter ---------------------------------------------------------------------
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Convert and queue ``spans`` (see the module contract). Never raises."""
+        try:
+            n = len(spans)
+            self._stats.add(spans_received=n)
+            if self._shutdown:
+                self._stats.add(spans_dropped=n)
+                return SpanExportResult.FAILURE
+            if not self._writer.available():  # the file failed to open moments ago
+                self._stats.add(spans_dropped=n, batches_failed=1)
+                return SpanExportResult.FAILURE
+            self._ensure_normalizers()
+            batch = self._converter.convert(spans)
+            if batch.failed:
+                self._stats.add(spans_dropped=batch.failed)
+            queued = self._writer.submit(batch)
+            return SpanExportResult.SUCCESS if queued and not batch.failed else SpanExportResult.FAILURE
+        except Exception as exc:  # pragma: no cover - every step above handles its own errors
+            self._report("export", exc)
+            return SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """``True`` once everything exported so far is committed (or dropped); ``False`` on timeout."""
+        try:
+            return self._writer.flush(timeout_millis / 1000)
+        except Exception as exc:  # pragma: no cover
+            self._report("flush", exc)
+            return False
+
+    def shutdown(self) -> None:
+        """Flush, close the database and stop the writer thread. Idempotent; never raises."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        try:
+            unregister_writer(self._key, self._writer)
+            self._writer.close(30.0)
+        except Exception as exc:  # pragma: no cover
+            self._report("shutdown", exc)
+
+    def __repr__(self) -> str:
+        return f"DuckDBSpanExporter({self.path!r})"

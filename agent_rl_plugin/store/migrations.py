@@ -1,0 +1,227 @@
+"""Append-only, named schema migrations, tracked in ``_agent_rl_migrations``.
+
+Contract (the pattern of simonw/llm's ``migrations.py``):
+
+* :data:`MIGRATIONS` is an ordered list. A migration, once released, is never edited or
+  removed: a schema change is a **new** migration appended at the end (a view change is a new
+  ``CREATE OR REPLACE VIEW``). ``tests/test_store_migrations.py`` pins a hash of each one's SQL.
+* :func:`migrate` applies, in order, every migration whose name is not yet in the tracking
+  table, each in its own transaction together with its tracking row, and returns the names it
+  applied. Running it again is a no-op. Names the code does not know (written by a newer
+  version) are left alone.
+* Column documentation lives in the migrations (``COMMENT ON COLUMN``), so the generated
+  ``docs/schema.md`` is read from a database built by these migrations.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+
+import duckdb
+
+from agent_rl_plugin.store.views import VIEWS_V1
+
+MIGRATIONS_TABLE = "_agent_rl_migrations"
+
+Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: a unique ``name``, what it does, and SQL (or a function) applying it."""
+
+    name: str
+    description: str
+    apply: Apply
+
+    def run(self, connection: duckdb.DuckDBPyConnection) -> None:
+        if callable(self.apply):
+            self.apply(connection)
+        else:
+            connection.execute(self.apply)
+
+
+def _comments(table: str, comments: dict[str, str]) -> str:
+    return "\n".join(
+        f"COMMENT ON COLUMN {table}.{column} IS '{text.replace(chr(39), chr(39) * 2)}';"
+        for column, text in comments.items()
+    )
+
+
+_SPANS_COMMENTS = {
+    "trace_id": "Trace id, 32 lower-case hex characters.",
+    "span_id": "Span id, 16 lower-case hex characters.",
+    "parent_span_id": "Parent span id (16 hex), NULL for a root span.",
+    "name": "Span name, e.g. 'invoke_agent planner', 'chat gpt-4o', 'execute_tool search'.",
+    "kind": "OTel span kind: INTERNAL, CLIENT, SERVER, PRODUCER or CONSUMER.",
+    "start_time": "Start, UTC (microseconds).",
+    "end_time": "End, UTC (microseconds).",
+    "duration_ms": "end - start in milliseconds (from the nanosecond timestamps).",
+    "status_code": "UNSET, OK or ERROR.",
+    "status_message": "Status description (for errors: 'ExceptionType: message').",
+    "attributes": "All span attributes as a JSON object (values as recorded; content attributes are JSON text).",
+    "events": "Span events: JSON list of {name, time (ns since epoch), attributes}.",
+    "links": "Span links: JSON list of {trace_id, span_id, attributes}.",
+    "resource": "Resource attributes as a JSON object.",
+    "scope_name": "Instrumentation scope (tracer) name.",
+    "scope_version": "Instrumentation scope version.",
+    "service_name": "Resource service.name.",
+    "rollout_id": "Rollout (episode) id: the agent_rl.rollout.id attribute, else the trace id.",
+    "task_id": "agent_rl.task.id attribute.",
+    "group_id": "agent_rl.group.id attribute (GRPO/GiGPO group).",
+    "is_rollout_root": "True for the span that is its rollout's root (agent_rl.rollout.root, or a parentless "
+    "span with gen_ai.operation.name and no rollout id).",
+    "operation": "gen_ai.operation.name attribute (chat, execute_tool, invoke_agent, ...).",
+    "span_kind": "agent_rl.span.kind attribute (rollout, agent, llm, tool, event, reward).",
+    "start_unix_nano": "Start in nanoseconds since the epoch (exact).",
+    "end_unix_nano": "End in nanoseconds since the epoch (exact).",
+    "ingested_at": "When the row was written, UTC.",
+}
+
+SPANS_SQL = f"""CREATE TABLE spans (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    parent_span_id VARCHAR,
+    name VARCHAR NOT NULL,
+    kind VARCHAR,
+    start_time TIMESTAMP,
+    end_time TIMESTAMP,
+    duration_ms DOUBLE,
+    status_code VARCHAR NOT NULL,
+    status_message VARCHAR,
+    attributes JSON,
+    events JSON,
+    links JSON,
+    resource JSON,
+    scope_name VARCHAR,
+    scope_version VARCHAR,
+    service_name VARCHAR,
+    rollout_id VARCHAR,
+    task_id VARCHAR,
+    group_id VARCHAR,
+    is_rollout_root BOOLEAN NOT NULL,
+    operation VARCHAR,
+    span_kind VARCHAR,
+    start_unix_nano BIGINT,
+    end_unix_nano BIGINT,
+    ingested_at TIMESTAMP
+);
+COMMENT ON TABLE spans IS 'Every recorded span, one row each, written by the DuckDB exporter.';
+{_comments("spans", _SPANS_COMMENTS)}"""
+
+_REWARDS_COMMENTS = {
+    "reward_id": "Unique id (uuid text); for emitted rewards derived from trace, span and event position.",
+    "rollout_id": "The rollout the reward scores.",
+    "step_index": "0-based step it scores (see the steps view), NULL for an episode reward.",
+    "name": "Reward name (gen_ai.evaluation.name, or the plugin's reward name).",
+    "value": "Score (gen_ai.evaluation.score.value).",
+    "label": "Optional label (gen_ai.evaluation.score.label).",
+    "reason": "Explanation (gen_ai.evaluation.explanation).",
+    "metrics": "JSON object of extra fields (for emitted rewards: the metadata given to emit_reward).",
+    "plugin": "Reward plugin that computed it, NULL for emitted rewards.",
+    "plugin_version": "That plugin's version.",
+    "source": "emitted (recorded by the agent), code, llm or human.",
+    "input_hash": "Hash of what the plugin scored (makes re-scoring idempotent).",
+    "created_at": "When the reward was produced, UTC.",
+    "error": "Set when the plugin failed; value is then NULL.",
+    "trace_id": "Trace of the span that carried the reward event, if any.",
+    "span_id": "Span that carried the reward event, if any.",
+}
+
+REWARDS_SQL = f"""CREATE TABLE rewards (
+    reward_id VARCHAR NOT NULL,
+    rollout_id VARCHAR,
+    step_index INTEGER,
+    name VARCHAR,
+    value DOUBLE,
+    label VARCHAR,
+    reason VARCHAR,
+    metrics JSON,
+    plugin VARCHAR,
+    plugin_version VARCHAR,
+    source VARCHAR NOT NULL,
+    input_hash VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    error VARCHAR,
+    trace_id VARCHAR,
+    span_id VARCHAR
+);
+COMMENT ON TABLE rewards IS 'Episode and step rewards: emitted by agents, or computed by reward plugins.';
+{_comments("rewards", _REWARDS_COMMENTS)}"""
+
+VIEWS_V1_SQL = ";\n".join(VIEWS_V1.values()) + ";"
+
+#: Every migration, oldest first. Append only.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
+    Migration("0002_rewards", "Table rewards: emitted and computed rewards.", REWARDS_SQL),
+    Migration(
+        "0003_views_v1",
+        "Views llm_calls, tool_calls, agents, events, steps, rollouts.",
+        VIEWS_V1_SQL,
+    ),
+)
+
+_lock = threading.Lock()
+
+
+def list_migrations() -> list[str]:
+    """Names of all known migrations, in the order they apply."""
+    return [m.name for m in MIGRATIONS]
+
+
+def _ensure_table(connection: duckdb.DuckDBPyConnection) -> None:
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)"
+    )
+
+
+def applied_migrations(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names recorded in the tracking table, in the order they were applied ([] if none)."""
+    exists = connection.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
+        [MIGRATIONS_TABLE],
+    ).fetchone()
+    if not exists or not exists[0]:
+        return []
+    rows = connection.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY applied_at, name").fetchall()
+    return [row[0] for row in rows]
+
+
+def pending_migrations(
+    connection: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[str]:
+    """Names of ``migrations`` not yet applied to the database behind ``connection``."""
+    done = set(applied_migrations(connection))
+    return [m.name for m in migrations if m.name not in done]
+
+
+def migrate(connection: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Apply the missing ``migrations`` in order; returns the names applied (empty: up to date).
+
+    Each migration runs in a transaction with its tracking row; a failing one is rolled back and
+    its exception propagates (earlier ones stay applied). Pass a prefix of :data:`MIGRATIONS` to
+    build an older schema (tests do, to check upgrades).
+    """
+    applied: list[str] = []
+    with _lock:  # two connections of one process to the same file must not race
+        _ensure_table(connection)
+        done = set(applied_migrations(connection))
+        for migration in migrations:
+            if migration.name in done:
+                continue
+            connection.execute("BEGIN TRANSACTION")
+            try:
+                migration.run(connection)
+                connection.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, timezone('UTC', now()))",
+                    [migration.name],
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            applied.append(migration.name)
+    return applied

@@ -1,0 +1,291 @@
+"""The canonical SQL views over ``spans`` and ``rewards``.
+
+Contract:
+
+* Every view is created by a migration (:mod:`agent_rl_plugin.store.migrations`). The SQL below
+  is **frozen once released**: the dicts ``VIEWS_V1`` (and later ``VIEWS_V2``...) are applied by
+  named migrations, so changing a view means adding a new dict and a new migration with
+  ``CREATE OR REPLACE VIEW``, never editing an old one (``tests/test_store_migrations.py`` pins
+  a hash of every migration's SQL).
+* Attribute names come from :mod:`agent_rl_plugin.semconv`; JSON paths quote the keys because
+  they contain dots (``attributes->>'$."gen_ai.tool.name"'``).
+* Content columns (messages, arguments, results, input, output) are ``VARCHAR`` holding the JSON
+  text as recorded (it may be cut and end with a truncation marker, so it is not cast to JSON).
+* ``status`` is ``'ok'``, ``'error'`` or (rollouts, agents) ``'cancelled'``; ``error`` is the
+  status message, else ``error.type``, and is ``NULL`` unless the status is not ``'ok'``.
+* Timestamps are UTC ``TIMESTAMP`` (microseconds); ``duration_ms`` is ``DOUBLE``.
+"""
+
+from __future__ import annotations
+
+from agent_rl_plugin import semconv as sc
+
+
+def _a(key: str, column: str = "attributes") -> str:
+    """``column->>'$."key"'``: the text of one attribute (``NULL`` when absent)."""
+    return f"{column}->>'$.\"{key}\"'"
+
+
+def _ea(key: str) -> str:
+    """The text of one attribute of a span event held in the JSON value ``event``."""
+    return f"event->>'$.attributes.\"{key}\"'"
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+LLM_CONDITION = f"(operation IN {_in(sc.LLM_OPERATIONS)} OR span_kind = '{sc.SPAN_KIND_LLM}')"
+TOOL_CONDITION = f"(operation = '{sc.OP_EXECUTE_TOOL}' OR span_kind = '{sc.SPAN_KIND_TOOL}')"
+AGENT_CONDITION = f"(operation = '{sc.OP_INVOKE_AGENT}' OR span_kind = '{sc.SPAN_KIND_AGENT}')"
+_CANCELLED = f"coalesce({_a(sc.CANCELLED)} = 'true', false)"
+_STATUS = "CASE WHEN status_code = 'ERROR' THEN 'error' ELSE 'ok' END"
+_STATUS_CANCELLED = f"CASE WHEN {_CANCELLED} THEN 'cancelled' WHEN status_code = 'ERROR' THEN 'error' ELSE 'ok' END"
+_ERROR_TYPE = f"CASE WHEN status_code = 'ERROR' THEN {_a(sc.ERROR_TYPE)} END"
+_ERROR = (
+    f"CASE WHEN status_code = 'ERROR' OR {_CANCELLED} "
+    f"THEN coalesce(nullif(status_message, ''), {_a(sc.ERROR_TYPE)}, 'error') END"
+)
+
+LLM_CALLS_V1 = f"""CREATE OR REPLACE VIEW llm_calls AS
+SELECT
+    rollout_id,
+    task_id,
+    group_id,
+    name,
+    operation,
+    coalesce({_a(sc.GEN_AI_PROVIDER_NAME)}, {_a(sc.GEN_AI_SYSTEM)}) AS provider,
+    {_a(sc.GEN_AI_REQUEST_MODEL)} AS request_model,
+    {_a(sc.GEN_AI_RESPONSE_MODEL)} AS response_model,
+    TRY_CAST({_a(sc.GEN_AI_USAGE_INPUT_TOKENS)} AS BIGINT) AS input_tokens,
+    TRY_CAST({_a(sc.GEN_AI_USAGE_OUTPUT_TOKENS)} AS BIGINT) AS output_tokens,
+    {_a(sc.GEN_AI_INPUT_MESSAGES)} AS input_messages,
+    {_a(sc.GEN_AI_OUTPUT_MESSAGES)} AS output_messages,
+    {_a(sc.REASONING)} AS reasoning,
+    {_a(sc.GEN_AI_RESPONSE_FINISH_REASONS)} AS finish_reasons,
+    {_STATUS} AS status,
+    {_ERROR_TYPE} AS error_type,
+    {_ERROR} AS error,
+    start_time,
+    end_time,
+    duration_ms,
+    {_a(sc.STATE_KEY)} AS state_key,
+    trace_id,
+    span_id,
+    parent_span_id
+FROM spans
+WHERE {LLM_CONDITION}"""
+
+TOOL_CALLS_V1 = f"""CREATE OR REPLACE VIEW tool_calls AS
+SELECT
+    rollout_id,
+    task_id,
+    group_id,
+    coalesce({_a(sc.GEN_AI_TOOL_NAME)}, regexp_replace(name, '^{sc.OP_EXECUTE_TOOL} ', '')) AS tool_name,
+    {_a(sc.GEN_AI_TOOL_CALL_ID)} AS call_id,
+    {_a(sc.GEN_AI_TOOL_CALL_ARGUMENTS)} AS arguments,
+    {_a(sc.GEN_AI_TOOL_CALL_RESULT)} AS result,
+    {_STATUS} AS status,
+    {_ERROR_TYPE} AS error_type,
+    {_ERROR} AS error,
+    start_time,
+    end_time,
+    duration_ms,
+    {_a(sc.STATE_KEY)} AS state_key,
+    trace_id,
+    span_id,
+    parent_span_id
+FROM spans
+WHERE {TOOL_CONDITION}"""
+
+AGENTS_V1 = f"""CREATE OR REPLACE VIEW agents AS
+SELECT
+    rollout_id,
+    task_id,
+    group_id,
+    coalesce({_a(sc.GEN_AI_AGENT_NAME)}, regexp_replace(name, '^{sc.OP_INVOKE_AGENT} ', '')) AS agent_name,
+    {_a(sc.GEN_AI_AGENT_ID)} AS agent_id,
+    {_a(sc.AGENT_ROLE)} AS role,
+    {_a(sc.ROLLOUT_INPUT)} AS input,
+    {_a(sc.ROLLOUT_OUTPUT)} AS output,
+    {_STATUS_CANCELLED} AS status,
+    {_ERROR_TYPE} AS error_type,
+    {_ERROR} AS error,
+    start_time,
+    end_time,
+    duration_ms,
+    TRY_CAST({_a(sc.STREAM_CHUNKS)} AS BIGINT) AS stream_chunks,
+    is_rollout_root,
+    trace_id,
+    span_id,
+    parent_span_id
+FROM spans
+WHERE {AGENT_CONDITION}"""
+
+# Coordination events: span events named agent_rl.event, plus zero-length event spans that
+# carry the event keys as their own attributes (and no agent_rl.event span event).
+EVENTS_V1 = f"""CREATE OR REPLACE VIEW events AS
+WITH span_events AS (
+    SELECT
+        rollout_id AS span_rollout_id,
+        task_id,
+        group_id,
+        trace_id,
+        span_id,
+        unnest(events->'$[*]') AS event,
+        generate_subscripts(events->'$[*]', 1) - 1 AS event_index
+    FROM spans
+    WHERE contains(CAST(events AS VARCHAR), '"{sc.EVENT_NAME}"')
+)
+SELECT
+    coalesce({_ea(sc.ROLLOUT_ID)}, span_rollout_id) AS rollout_id,
+    task_id,
+    group_id,
+    trace_id,
+    span_id,
+    CAST(event_index AS INTEGER) AS event_index,
+    make_timestamp(TRY_CAST(event->>'$.time' AS BIGINT) // 1000) AS time,
+    {_ea(sc.EVENT_TYPE)} AS event_type,
+    TRY_CAST({_ea(sc.EVENT_ROUND)} AS INTEGER) AS round,
+    {_ea(sc.EVENT_AGENT_ID)} AS agent_id,
+    {_ea(sc.EVENT_TARGET)} AS target,
+    {_ea(sc.EVENT_REASON)} AS reason,
+    {_ea(sc.EVENT_CONTENT)} AS content,
+    {_ea(sc.EVENT_DATA)} AS data
+FROM span_events
+WHERE event->>'$.name' = '{sc.EVENT_NAME}'
+UNION ALL
+SELECT
+    rollout_id,
+    task_id,
+    group_id,
+    trace_id,
+    span_id,
+    CAST(0 AS INTEGER) AS event_index,
+    start_time AS time,
+    {_a(sc.EVENT_TYPE)} AS event_type,
+    TRY_CAST({_a(sc.EVENT_ROUND)} AS INTEGER) AS round,
+    {_a(sc.EVENT_AGENT_ID)} AS agent_id,
+    {_a(sc.EVENT_TARGET)} AS target,
+    {_a(sc.EVENT_REASON)} AS reason,
+    {_a(sc.EVENT_CONTENT)} AS content,
+    {_a(sc.EVENT_DATA)} AS data
+FROM spans
+WHERE span_kind = '{sc.SPAN_KIND_EVENT}'
+  AND {_a(sc.EVENT_TYPE)} IS NOT NULL
+  AND NOT contains(CAST(events AS VARCHAR), '"{sc.EVENT_NAME}"')"""
+
+STEPS_V1 = """CREATE OR REPLACE VIEW steps AS
+WITH items AS (
+    SELECT rollout_id, task_id, group_id, 'llm' AS kind,
+           coalesce(response_model, request_model, name) AS name,
+           input_messages AS input, output_messages AS output, status, error,
+           trace_id, span_id, -1 AS event_index, start_time, duration_ms, state_key
+    FROM llm_calls
+    UNION ALL
+    SELECT rollout_id, task_id, group_id, 'tool' AS kind,
+           tool_name AS name,
+           arguments AS input, result AS output, status, error,
+           trace_id, span_id, -1 AS event_index, start_time, duration_ms, state_key
+    FROM tool_calls
+    UNION ALL
+    SELECT rollout_id, task_id, group_id, 'event' AS kind,
+           event_type AS name,
+           data AS input,
+           CAST(json_object('agent_id', agent_id, 'target', target, 'reason', reason,
+                            'content', content, 'round', round) AS VARCHAR) AS output,
+           'ok' AS status, NULL AS error,
+           trace_id, span_id, event_index, time AS start_time, NULL AS duration_ms, NULL AS state_key
+    FROM events
+)
+SELECT
+    rollout_id,
+    task_id,
+    group_id,
+    CAST(row_number() OVER (PARTITION BY rollout_id ORDER BY start_time, span_id, event_index) - 1
+         AS INTEGER) AS step_index,
+    kind,
+    name,
+    input,
+    output,
+    status,
+    error,
+    start_time,
+    duration_ms,
+    state_key,
+    trace_id,
+    span_id,
+    CASE WHEN kind = 'event' THEN event_index END AS event_index
+FROM items"""
+
+ROLLOUTS_V1 = f"""CREATE OR REPLACE VIEW rollouts AS
+WITH roots AS (
+    SELECT *
+    FROM spans
+    WHERE is_rollout_root
+    QUALIFY row_number() OVER (PARTITION BY rollout_id ORDER BY start_unix_nano, span_id) = 1
+),
+members AS (
+    SELECT
+        rollout_id,
+        count(*) AS n_spans,
+        count(*) FILTER (WHERE {LLM_CONDITION}) AS n_llm_calls,
+        count(*) FILTER (WHERE {TOOL_CONDITION}) AS n_tool_calls,
+        count(*) FILTER (WHERE {TOOL_CONDITION} AND status_code = 'ERROR') AS n_tool_errors,
+        sum(TRY_CAST({_a(sc.GEN_AI_USAGE_INPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS input_tokens,
+        sum(TRY_CAST({_a(sc.GEN_AI_USAGE_OUTPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS output_tokens,
+        arg_min({_a(sc.GEN_AI_AGENT_NAME)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_name,
+        arg_min({_a(sc.ROLLOUT_INPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_input,
+        arg_min({_a(sc.ROLLOUT_OUTPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_output
+    FROM spans
+    WHERE rollout_id IN (SELECT rollout_id FROM roots)
+    GROUP BY rollout_id
+),
+emitted AS (
+    SELECT rollout_id, sum(value) AS total_reward
+    FROM rewards
+    WHERE source = 'emitted'
+    GROUP BY rollout_id
+)
+SELECT
+    r.rollout_id,
+    r.task_id,
+    r.group_id,
+    r.name,
+    coalesce({_a(sc.GEN_AI_AGENT_NAME, 'r.attributes')}, m.agent_name) AS agent_name,
+    r.start_time,
+    r.end_time,
+    r.duration_ms,
+    CASE WHEN coalesce({_a(sc.CANCELLED, 'r.attributes')} = 'true', false) THEN 'cancelled'
+         WHEN r.status_code = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
+    CASE WHEN r.status_code = 'ERROR' OR coalesce({_a(sc.CANCELLED, 'r.attributes')} = 'true', false)
+         THEN coalesce(nullif(r.status_message, ''), {_a(sc.ERROR_TYPE, 'r.attributes')}, 'error') END AS error,
+    coalesce({_a(sc.ROLLOUT_INPUT, 'r.attributes')}, m.agent_input) AS input,
+    coalesce({_a(sc.ROLLOUT_OUTPUT, 'r.attributes')}, m.agent_output) AS output,
+    {_a(sc.ROLLOUT_METADATA, 'r.attributes')} AS metadata,
+    coalesce(m.n_spans, 0) AS n_spans,
+    coalesce(m.n_llm_calls, 0) AS n_llm_calls,
+    coalesce(m.n_tool_calls, 0) AS n_tool_calls,
+    coalesce(m.n_tool_errors, 0) AS n_tool_errors,
+    coalesce(m.input_tokens, 0) AS input_tokens,
+    coalesce(m.output_tokens, 0) AS output_tokens,
+    e.total_reward,
+    r.trace_id,
+    r.span_id AS root_span_id,
+    r.service_name
+FROM roots r
+LEFT JOIN members m ON m.rollout_id = r.rollout_id
+LEFT JOIN emitted e ON e.rollout_id = r.rollout_id"""
+
+#: Views created by migration ``0003_views_v1``, in creation order (later ones read earlier ones).
+VIEWS_V1: dict[str, str] = {
+    "llm_calls": LLM_CALLS_V1,
+    "tool_calls": TOOL_CALLS_V1,
+    "agents": AGENTS_V1,
+    "events": EVENTS_V1,
+    "steps": STEPS_V1,
+    "rollouts": ROLLOUTS_V1,
+}
+
+#: The public views, in the order the schema documentation lists them.
+VIEW_NAMES: tuple[str, ...] = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "agents")

@@ -1,0 +1,301 @@
+"""The single writer thread that owns a store's DuckDB connection.
+
+Contract:
+
+* One daemon thread per :class:`StoreWriter`, started on first use. It alone touches the
+  connection, which it opens lazily (applying migrations) when the first batch arrives.
+* :meth:`StoreWriter.submit` never blocks: it enqueues a converted batch, or refuses it (returns
+  ``False`` and counts the spans as dropped) when more than ``max_pending_spans`` are waiting or
+  when the database failed to open less than ``reopen_interval_s`` ago.
+* The thread merges what is waiting (up to ``batch_rows`` spans) into one Arrow table and one
+  transaction. A batch that fails on its data is retried row by row, so one bad span loses only
+  itself; a failing database drops the batch and the connection is reopened later.
+* :meth:`StoreWriter.flush` returns ``True`` once everything submitted before the call has been
+  committed or dropped, ``False`` on timeout. :meth:`StoreWriter.reader_cursor` does the same
+  and then hands out a cursor of the connection (for readers in this process).
+* Nothing here raises into the caller except :meth:`reader_cursor` (a
+  :class:`~agent_rl_plugin.store.errors.StoreError` when the database cannot be opened); every
+  failure goes to ``report(kind, exc)`` and into :class:`ExportStats`.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import duckdb
+import pyarrow as pa
+
+from agent_rl_plugin.store.batch import insert_batch, insert_rows_one_by_one, is_data_error
+from agent_rl_plugin.store.connection import open_write_connection
+from agent_rl_plugin.store.errors import StoreError, StoreLockedError
+from agent_rl_plugin.store.rows import SpanBatch
+
+Report = Callable[[str, BaseException], None]
+
+
+class ExportStats:
+    """Thread-safe counters of an exporter; :meth:`snapshot` gives a plain dict."""
+
+    FIELDS = (
+        "spans_received",
+        "spans_written",
+        "spans_dropped",
+        "rewards_written",
+        "batches_written",
+        "batches_failed",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(self.FIELDS, 0)
+        self.last_error: str | None = None
+
+    def add(self, **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                self._counts[name] += delta
+
+    def set_error(self, message: str) -> None:
+        with self._lock:
+            self.last_error = message
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self._counts, "last_error": self.last_error}
+
+
+@dataclass
+class _Marker:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class _CursorRequest:
+    done: threading.Event = field(default_factory=threading.Event)
+    cursor: duckdb.DuckDBPyConnection | None = None
+    error: BaseException | None = None
+
+
+_STOP = object()
+
+
+class StoreWriter:
+    """Queue + thread + connection for one database file (see the module contract)."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        stats: ExportStats,
+        report: Report,
+        batch_rows: int = 50_000,
+        max_pending_spans: int = 500_000,
+        reopen_interval_s: float = 5.0,
+    ) -> None:
+        self.path = path
+        self.stats = stats
+        self._report = report
+        self.batch_rows = batch_rows
+        self.max_pending_spans = max_pending_spans
+        self.reopen_interval_s = reopen_interval_s
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._connection: duckdb.DuckDBPyConnection | None = None
+        self._pending = 0
+        self._closed = False
+        self._open_failed_at: float | None = None
+
+    # --- caller side ----------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._pid != os.getpid():  # forked: the parent's thread and connection are not ours
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._reset()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    thread = threading.Thread(target=self._run, name=f"agent-rl-writer {self.path}", daemon=True)
+                    thread.start()
+                    self._thread = thread
+
+    @property
+    def pending(self) -> int:
+        """Spans submitted and not yet committed or dropped."""
+        return self._pending
+
+    def available(self) -> bool:
+        """False while a failed open is younger than ``reopen_interval_s`` (or after close)."""
+        failed_at = self._open_failed_at
+        if self._closed:
+            return False
+        return failed_at is None or time.monotonic() - failed_at >= self.reopen_interval_s
+
+    def submit(self, batch: SpanBatch) -> bool:
+        """Enqueue ``batch``; ``False`` (spans counted as dropped) when it cannot be taken."""
+        n = batch.num_spans
+        if n == 0:
+            return True
+        self._ensure_thread()
+        with self._lock:
+            full = self._pending + n > self.max_pending_spans
+            if not full and self.available():
+                self._pending += n
+                self._queue.put(batch)
+                return True
+        self.stats.add(spans_dropped=n)
+        if full:
+            self._report("queue_full", OverflowError(
+                f"{self._pending} spans are waiting to be written to {self.path} "
+                f"(limit {self.max_pending_spans}); new spans are dropped until it catches up"
+            ))
+        return False
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything submitted so far is committed or dropped (``False``: timeout)."""
+        if self._thread is None or self._closed:
+            return True
+        self._ensure_thread()
+        marker = _Marker()
+        self._queue.put(marker)
+        return marker.done.wait(max(timeout_s, 0.0))
+
+    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection:
+        """A cursor of the writer's connection after a flush (opening the database if needed)."""
+        if self._closed:
+            raise StoreError(f"the recorder of {self.path} is shut down", self.path)
+        self._ensure_thread()
+        request = _CursorRequest()
+        self._queue.put(request)
+        if not request.done.wait(max(timeout_s, 0.0)):
+            raise StoreError(
+                f"timed out after {timeout_s:.0f} s waiting for the recorder to commit spans to {self.path}",
+                self.path,
+            )
+        if request.error is not None:
+            raise request.error
+        assert request.cursor is not None
+        return request.cursor
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Write what is queued, close the connection and stop the thread (idempotent)."""
+        if self._closed:
+            return
+        thread = self._thread
+        self._closed = True
+        if thread is None or self._pid != os.getpid():
+            return
+        self._queue.put(_STOP)
+        thread.join(max(timeout_s, 0.0))
+
+    # --- writer thread --------------------------------------------------------------------
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            items = [item]
+            rows = item.num_spans if isinstance(item, SpanBatch) else 0
+            while rows < self.batch_rows:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                items.append(more)
+                if isinstance(more, SpanBatch):
+                    rows += more.num_spans
+            try:
+                batches = [i for i in items if isinstance(i, SpanBatch)]
+                if batches:
+                    self._write(batches)
+            except Exception as exc:  # pragma: no cover - _write handles its own failures
+                self._report("writer", exc)
+            for other in items:
+                if isinstance(other, _Marker):
+                    other.done.set()
+                elif isinstance(other, _CursorRequest):
+                    self._serve_cursor(other)
+                elif other is _STOP:
+                    stop = True
+        self._discard_connection()
+
+    def _open(self, force: bool = False) -> duckdb.DuckDBPyConnection | None:
+        if self._connection is not None:
+            return self._connection
+        if not force and not self.available():
+            return None
+        try:
+            self._connection, _ = open_write_connection(self.path)
+        except Exception as exc:
+            self._open_failed_at = time.monotonic()
+            self._report("locked" if isinstance(exc, StoreLockedError) else "open", exc)
+            if force:
+                raise
+            return None
+        self._open_failed_at = None
+        return self._connection
+
+    def _discard_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except duckdb.Error:
+                pass
+
+    def _serve_cursor(self, request: _CursorRequest) -> None:
+        try:
+            connection = self._open(force=True)
+            assert connection is not None
+            request.cursor = connection.cursor()
+        except BaseException as exc:
+            request.error = exc
+        finally:
+            request.done.set()
+
+    def _write(self, batches: list[SpanBatch]) -> None:
+        n = sum(b.num_spans for b in batches)
+        try:
+            connection = self._open()
+            if connection is None:
+                self.stats.add(spans_dropped=n, batches_failed=1)
+                return
+            spans = batches[0].spans if len(batches) == 1 else pa.concat_tables([b.spans for b in batches])
+            reward_tables = [b.rewards for b in batches if b.rewards is not None]
+            rewards = None
+            if reward_tables:
+                rewards = reward_tables[0] if len(reward_tables) == 1 else pa.concat_tables(reward_tables)
+            try:
+                insert_batch(connection, spans, rewards)
+            except Exception as exc:
+                self._report("insert", exc)
+                self.stats.add(batches_failed=1)
+                if not is_data_error(exc):
+                    self.stats.add(spans_dropped=n)
+                    self._discard_connection()
+                    return
+                outcome = insert_rows_one_by_one(connection, spans, rewards)
+                self.stats.add(
+                    spans_written=outcome.written,
+                    spans_dropped=outcome.dropped,
+                    rewards_written=outcome.rewards_written,
+                )
+                if outcome.first_error is not None and outcome.first_error is not exc:
+                    self._report("row", outcome.first_error)
+                return
+            self.stats.add(
+                spans_written=n,
+                batches_written=1,
+                rewards_written=0 if rewards is None else rewards.num_rows,
+            )
+        finally:
+            with self._lock:
+                self._pending -= n

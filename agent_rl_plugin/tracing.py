@@ -1,0 +1,276 @@
+"""Wiring OpenTelemetry: :func:`configure`, :func:`flush`, :func:`shutdown`, :func:`get_tracer`.
+
+Contract:
+
+* A TracerProvider the user already installed is never replaced: one processor of ours is added
+  to it. When none is installed, we create an SDK provider (resource ``service.name`` from the
+  config) and install it as the global one, so libraries that trace on the global provider
+  (pydantic-ai, OpenInference instrumentors) land in the same store.
+* Our processor is a :class:`AgentRLSpanProcessor`: it stamps the current rollout's ids on every
+  span started inside a rollout (ours and other libraries'), and hands finished spans to one
+  ``BatchSpanProcessor`` per exporter registered through ``agent_rl_register_exporters``.
+* :func:`configure` is idempotent: the same settings again change nothing; new settings swap
+  the exporters inside our processor (flushing the old ones first) without touching the provider.
+* Nothing here ever raises into agent code after configuration: exporter failures are counted
+  and logged once (see :mod:`agent_rl_plugin.store.exporter`).
+* Spans are flushed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any, Callable
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.plugins import get_plugin_manager
+
+logger = logging.getLogger(__name__)
+
+INSTRUMENTATION_NAME = "agent_rl_plugin"
+
+
+class _State:
+    """Process-wide runtime state. ``enabled`` is read on every decorated call: keep it a bool."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.config: RLConfig | None = None
+        self.enabled: bool = True
+        self.provider: TracerProvider | None = None
+        self.processor: AgentRLSpanProcessor | None = None
+        self.tracer: trace.Tracer | None = None
+        self.exporters: dict[str, SpanExporter] = {}
+        self.atexit_registered = False
+
+
+STATE = _State()
+
+
+class AgentRLSpanProcessor(SpanProcessor):
+    """Stamps rollout ids on span start and fans finished spans out to our exporters."""
+
+    def __init__(self) -> None:
+        self._children: tuple[tuple[SpanProcessor, SpanExporter], ...] = ()
+        self._rollout_attributes: Callable[[], dict[str, Any] | None] = _current_rollout_attributes
+
+    def set_children(
+        self, children: list[tuple[SpanProcessor, SpanExporter]]
+    ) -> list[tuple[SpanProcessor, SpanExporter]]:
+        """Replace the (processor, exporter) pairs; returns the previous ones to shut down."""
+        old = list(self._children)
+        self._children = tuple(children)
+        return old
+
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        attrs = self._rollout_attributes()
+        if attrs:
+            try:
+                span.set_attributes(attrs)
+            except Exception:  # never break span creation
+                logger.debug("could not stamp rollout attributes", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for child, _ in self._children:
+            child.on_end(span)
+
+    def shutdown(self) -> None:
+        for child, _ in self._children:
+            child.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export every queued span, then let each exporter commit (e.g. DuckDB's writer)."""
+        ok = True
+        for child, exporter in self._children:
+            ok = child.force_flush(timeout_millis) is not False and ok
+            ok = exporter.force_flush(timeout_millis) is not False and ok
+        return ok
+
+
+def _current_rollout_attributes() -> dict[str, Any] | None:
+    # Imported lazily: instrument.context imports this module.
+    from agent_rl_plugin.instrument.context import current_rollout_attributes
+
+    return current_rollout_attributes()
+
+
+def configure(config: RLConfig | None = None, **fields: Any) -> RLConfig:
+    """Set up recording; safe to call many times.
+
+    ``configure(db="runs.duckdb", otlp_endpoint=None, capture_content=True, ...)``: keyword
+    names are :class:`RLConfig` fields (``db`` is short for ``db_path``). Unset fields come from
+    ``AGENT_RL_*`` environment variables. Returns the config in force.
+    """
+    if "db" in fields:
+        fields["db_path"] = fields.pop("db")
+    if config is not None and fields:
+        config = config.model_copy(update=fields)
+    elif config is None:
+        config = RLConfig.from_env(**fields)
+    with STATE.lock:
+        if STATE.config is not None and STATE.config == config and STATE.processor is not None:
+            return config
+        _apply(config)
+    return config
+
+
+def _apply(config: RLConfig) -> None:
+    STATE.config = config
+    STATE.enabled = config.enable_rl
+    if not config.enable_rl:
+        _set_exporters({})
+        return
+    if STATE.processor is None:
+        STATE.processor = AgentRLSpanProcessor()
+        STATE.provider = _provider_for(config)
+        STATE.provider.add_span_processor(STATE.processor)
+        STATE.tracer = STATE.provider.get_tracer(INSTRUMENTATION_NAME, _version())
+    if not STATE.atexit_registered:
+        atexit.register(_flush_at_exit)
+        STATE.atexit_registered = True
+    _set_exporters(_collect_exporters(config))
+
+
+def _provider_for(config: RLConfig) -> TracerProvider:
+    current = trace.get_tracer_provider()
+    if hasattr(current, "add_span_processor"):
+        return current  # the user's provider: add to it, never replace it
+    provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+    trace.set_tracer_provider(provider)
+    actual = trace.get_tracer_provider()
+    # set_tracer_provider refuses to override a provider set concurrently; use whichever won.
+    return actual if hasattr(actual, "add_span_processor") else provider
+
+
+def _collect_exporters(config: RLConfig) -> dict[str, SpanExporter]:
+    exporters: dict[str, SpanExporter] = {}
+
+    def register(name: str, exporter: SpanExporter) -> None:
+        if name in exporters:
+            raise ValueError(f"agent-rl: two exporters registered under the name {name!r}")
+        exporters[name] = exporter
+
+    pm = get_plugin_manager()
+    pm.hook.agent_rl_register_exporters(register=register, config=config)
+    return exporters
+
+
+def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
+    """Attach ``exporters`` (one BatchSpanProcessor each), then retire the previous ones.
+
+    Old processors are flushed before they stop; an exporter object registered again (the same
+    instance) is kept open, others are shut down.
+    """
+    from agent_rl_plugin.transform import with_attribute_transform
+
+    processor = STATE.processor
+    previous = STATE.exporters
+    STATE.exporters = exporters
+    if processor is None:
+        return
+    config = STATE.config or RLConfig()
+    children: list[tuple[SpanProcessor, SpanExporter]] = []
+    for exporter in exporters.values():
+        wrapped = _KeepOpen(with_attribute_transform(exporter, config))
+        batch = BatchSpanProcessor(
+            wrapped,
+            max_queue_size=config.max_queue_size,
+            max_export_batch_size=min(config.export_batch_size, config.max_queue_size),
+            schedule_delay_millis=config.export_delay_ms,
+        )
+        children.append((batch, wrapped))
+    old = processor.set_children(children)
+    kept = {id(e) for e in exporters.values()}
+    for child, _ in old:
+        _quietly(child.shutdown)  # exports what it holds; _KeepOpen stops it closing the exporter
+    for exporter in previous.values():
+        if id(exporter) not in kept:
+            _quietly(exporter.shutdown)
+
+
+class _KeepOpen(SpanExporter):
+    """Forwards to an exporter but leaves closing it to :func:`_set_exporters`."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+
+    def export(self, spans):  # type: ignore[no-untyped-def]
+        return self.inner.export(spans)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.inner.force_flush()
+
+
+def _quietly(action: Callable[[], Any]) -> None:
+    try:
+        action()
+    except Exception:
+        logger.warning("agent-rl: an exporter failed to shut down", exc_info=True)
+
+
+def ensure_configured() -> None:
+    """Configure from the environment on first use (decorators call this lazily)."""
+    if STATE.config is None:
+        configure()
+
+
+def get_tracer() -> trace.Tracer:
+    """Our tracer on the provider in use, configuring from the environment if needed."""
+    if STATE.tracer is None:
+        ensure_configured()
+        if STATE.tracer is None:  # disabled: a no-op tracer keeps call sites simple
+            return trace.NoOpTracer()
+    return STATE.tracer  # type: ignore[return-value]
+
+
+def current_config() -> RLConfig:
+    """The config in force (configuring from the environment if nothing was configured)."""
+    ensure_configured()
+    assert STATE.config is not None
+    return STATE.config
+
+
+def is_enabled() -> bool:
+    """False when ``enable_rl=False``: instrumentation then calls straight through."""
+    return STATE.enabled
+
+
+def flush(timeout_s: float = 30.0) -> bool:
+    """Export and commit every finished span now. Returns False if the timeout was reached."""
+    processor = STATE.processor
+    if processor is None:
+        return True
+    return processor.force_flush(int(timeout_s * 1000))
+
+
+def shutdown() -> None:
+    """Flush, then detach our exporters (the provider stays; a later configure() re-attaches)."""
+    with STATE.lock:
+        if STATE.processor is not None:
+            STATE.processor.force_flush()
+            _set_exporters({})
+        STATE.config = None
+
+
+def _flush_at_exit() -> None:
+    try:
+        shutdown()
+    except Exception:  # pragma: no cover - interpreter is going away
+        logger.warning("agent-rl: flush at exit failed", exc_info=True)
+
+
+def _version() -> str:
+    from agent_rl_plugin import __version__
+
+    return __version__
+

@@ -1,0 +1,1 @@
+"""Benchmarks (not part of the installed package). Each compares against a baseline in the same run."""

@@ -1,0 +1,192 @@
+"""The command line: query (read-only), traces list/show, db info, demo, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import agent_rl_plugin as arl
+from agent_rl_plugin.cli.main import main
+from agent_rl_plugin.demo.calculator import demo_tasks
+from agent_rl_plugin.demo.run import run_groups
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def agent_rl(capsys, *args: str) -> tuple[int, str, str]:
+    """Run ``agent-rl ARGS`` in this process; returns (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exit_info.value.code or 0, out, err
+
+
+@pytest.fixture
+def recorded(db_path: Path) -> tuple[Path, list]:
+    """A database holding 2 tasks x 3 rollouts of the demo agent, released for reading."""
+    results = asyncio.run(run_groups(demo_tasks(2), group_size=3, seed=1))
+    assert arl.flush()
+    arl.shutdown()
+    return db_path, results
+
+
+def test_query_shows_every_tool_call(recorded, capsys):
+    path, results = recorded
+    code, out, _ = agent_rl(capsys, "query", "--db", str(path), "--format", "json",
+                            "select rollout_id, tool_name, arguments, result, error from tool_calls")
+    assert code == 0
+    rows = json.loads(out)
+    assert {r["tool_name"] for r in rows} == {"lookup", "calculate"}
+    assert {r["rollout_id"] for r in rows} == {r.rollout_id for r in results}
+    lookups = [r for r in rows if r["tool_name"] == "lookup"]
+    assert all(json.loads(r["arguments"])["item"] in {"notebook", "pen", "apple", "coffee"} for r in lookups)
+
+
+def test_query_csv_and_table_formats(recorded, capsys):
+    path, _ = recorded
+    code, out, _ = agent_rl(capsys, "query", "--db", str(path), "--format", "csv", "select count(*) as n from rollouts")
+    assert code == 0 and out.splitlines() == ["n", "6"]
+    code, out, _ = agent_rl(capsys, "query", "--db", str(path), "select task_id from rollouts group by 1 order by 1")
+    assert code == 0 and "shop-0" in out and "shop-1" in out and "2 rows" in out
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "delete from spans",
+        "drop view rollouts",
+        "insert into rewards (name, value) values ('x', 1)",
+        "update spans set name = 'x'",
+        "create table t as select 1",
+        "copy spans to 'stolen.csv'",
+        "attach 'other.duckdb' as other",
+        "select 1; delete from spans",
+    ],
+)
+def test_query_refuses_writes_and_changes_nothing(recorded, capsys, sql, tmp_path, monkeypatch):
+    path, _ = recorded
+    monkeypatch.chdir(tmp_path)
+    before = duckdb.connect(str(path), read_only=True).execute("select count(*) from spans").fetchone()
+    code, out, err = agent_rl(capsys, "query", "--db", str(path), sql)
+    assert code == 1
+    assert "only reads" in err and "fix:" in err
+    after = duckdb.connect(str(path), read_only=True).execute("select count(*) from spans").fetchone()
+    assert before == after
+    assert not (tmp_path / "stolen.csv").exists()
+
+
+def test_query_reports_sql_errors_in_one_line(recorded, capsys):
+    path, _ = recorded
+    code, _, err = agent_rl(capsys, "query", "--db", str(path), "select nope from tool_calls")
+    assert code == 1
+    assert err.startswith("error: SQL error:") and "nope" in err
+    assert "Traceback" not in err
+
+
+def test_missing_database_is_a_clear_error(tmp_path, capsys):
+    code, _, err = agent_rl(capsys, "query", "--db", str(tmp_path / "none.duckdb"), "select 1")
+    assert code == 1
+    assert "no database" in err and "agent-rl demo" in err
+
+
+def test_traces_list_and_show(recorded, capsys):
+    path, results = recorded
+    code, out, _ = agent_rl(capsys, "traces", "list", "--db", str(path), "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert {r["rollout_id"] for r in listed} == {r.rollout_id for r in results}
+    assert all(r["n_tool_calls"] >= 3 for r in listed)
+
+    target = results[0]
+    code, out, _ = agent_rl(capsys, "traces", "show", target.rollout_id[:10], "--db", str(path))
+    assert code == 0
+    assert f"rollout {target.rollout_id}" in out
+    assert "invoke_agent TracedCalculatorAgent" in out
+    assert "execute_tool lookup" in out and "execute_tool calculate" in out
+    assert "chat scripted-shopper-1" in out
+    assert re.search(r"reward correct = [01]\.0", out)
+
+    code, out, _ = agent_rl(capsys, "traces", "show", target.rollout_id, "--db", str(path), "--json")
+    tree = json.loads(out)
+    (root,) = tree["spans"]
+    assert root["name"] == "rollout shop-0" or root["name"].startswith("rollout ")
+    agent_span = root["children"][0]
+    assert agent_span["name"] == "invoke_agent TracedCalculatorAgent"
+    child_names = {c["name"] for c in agent_span["children"]}
+    assert {"execute_tool lookup", "execute_tool calculate", "chat scripted-shopper-1"} <= child_names
+    assert tree["rewards"][0]["name"] == "correct"
+
+
+def test_traces_show_unknown_id(recorded, capsys):
+    path, _ = recorded
+    code, _, err = agent_rl(capsys, "traces", "show", "does-not-exist", "--db", str(path))
+    assert code == 1 and "no rollout" in err and "agent-rl traces list" in err
+
+
+def test_db_info(recorded, capsys):
+    path, _ = recorded
+    code, out, _ = agent_rl(capsys, "db", "info", "--db", str(path), "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["row_counts"]["rollouts"] == 6
+    assert info["row_counts"]["rewards"] == 6
+    assert info["row_counts"]["tool_calls"] >= 18
+    assert len(info["migrations"]) >= 1
+
+
+def test_database_from_environment(recorded, capsys, monkeypatch):
+    path, _ = recorded
+    monkeypatch.setenv("AGENT_RL_DB", str(path))
+    code, out, _ = agent_rl(capsys, "query", "--format", "csv", "select count(*) as n from rollouts")
+    assert code == 0 and out.splitlines()[1] == "6"
+
+
+def test_locked_database_names_the_fix(recorded, capsys, tmp_path):
+    path, _ = recorded
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, sys, time
+            con = duckdb.connect({str(path)!r})
+            print("locked", flush=True)
+            time.sleep(30)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code, _, err = agent_rl(capsys, "query", "--db", str(path), "select 1")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1
+    assert "locked" in err.lower() and "agent-rl serve" in err
+
+
+def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
+    exe = shutil.which("agent-rl") or str(Path(sys.executable).parent / "agent-rl")
+    db = tmp_path / "demo.duckdb"
+    started = time.perf_counter()
+    result = subprocess.run([exe, "demo", "--db", str(db), "--json"], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["rollouts_run"] == 16
+    rows = summary["rows"]
+    assert rows["rollouts"] == 16 and rows["rewards"] == 16
+    assert rows["tool_calls"] >= 16 * 3 and rows["llm_calls"] >= 16 * 4
+    assert 0 < summary["correct"] < 16  # a stochastic agent: groups differ
+    assert time.perf_counter() - started < 180
+    # the human-readable run prints the tree and the next queries
+    human = subprocess.run([exe, "demo", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
+    assert human.returncode == 0, human.stderr
+    assert "Try next" in human.stdout and "execute_tool calculate" in human.stdout
