@@ -29,18 +29,18 @@ _EXPORTS: dict[str, str] = {
     "configure": "agent_rl_plugin.tracing",
     "flush": "agent_rl_plugin.tracing",
     "shutdown": "agent_rl_plugin.tracing",
-    "RLAgentMixin": "agent_rl_plugin.instrument",
-    "RLOrchestratorMixin": "agent_rl_plugin.instrument",
-    "current_rollout": "agent_rl_plugin.instrument",
-    "emit_reward": "agent_rl_plugin.instrument",
-    "instrument": "agent_rl_plugin.instrument",
-    "record_event": "agent_rl_plugin.instrument",
-    "record_llm_call": "agent_rl_plugin.instrument",
-    "record_tool_call": "agent_rl_plugin.instrument",
-    "rollout": "agent_rl_plugin.instrument",
-    "trace_agent": "agent_rl_plugin.instrument",
-    "trace_tool": "agent_rl_plugin.instrument",
-    "uninstrument": "agent_rl_plugin.instrument",
+    "RLAgentMixin": "agent_rl_plugin.instrumentation",
+    "RLOrchestratorMixin": "agent_rl_plugin.instrumentation",
+    "current_rollout": "agent_rl_plugin.instrumentation",
+    "emit_reward": "agent_rl_plugin.instrumentation",
+    "instrument": "agent_rl_plugin.instrumentation",
+    "record_event": "agent_rl_plugin.instrumentation",
+    "record_llm_call": "agent_rl_plugin.instrumentation",
+    "record_tool_call": "agent_rl_plugin.instrumentation",
+    "rollout": "agent_rl_plugin.instrumentation",
+    "trace_agent": "agent_rl_plugin.instrumentation",
+    "trace_tool": "agent_rl_plugin.instrumentation",
+    "uninstrument": "agent_rl_plugin.instrumentation",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -62,7 +62,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from agent_rl_plugin.config import RLConfig
     from agent_rl_plugin.hookspecs import hookimpl
-    from agent_rl_plugin.instrument import (
+    from agent_rl_plugin.instrumentation import (
         RLAgentMixin,
         RLOrchestratorMixin,
         current_rollout,

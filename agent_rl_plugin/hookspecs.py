@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from agent_rl_plugin.config import RLConfig
-    from agent_rl_plugin.instrument.context import RolloutInfo
+    from agent_rl_plugin.instrumentation.context import RolloutInfo
 
 PROJECT_NAME = "agent_rl_plugin"
 

@@ -96,7 +96,7 @@ class AgentRLSpanProcessor(SpanProcessor):
 
 def _current_rollout_attributes() -> dict[str, Any] | None:
     # Imported lazily: instrument.context imports this module.
-    from agent_rl_plugin.instrument.context import current_rollout_attributes
+    from agent_rl_plugin.instrumentation.context import current_rollout_attributes
 
     return current_rollout_attributes()
 
@@ -260,6 +260,7 @@ def shutdown() -> None:
             STATE.processor.force_flush()
             _set_exporters({})
         STATE.config = None
+        STATE.enabled = True  # the next use configures afresh from the environment
 
 
 def _flush_at_exit() -> None:

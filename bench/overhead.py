@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from agent_rl_plugin import plugins, tracing
     from agent_rl_plugin.hookspecs import hookimpl
-    from agent_rl_plugin.instrument import trace_agent
+    from agent_rl_plugin.instrumentation import trace_agent
 
     discard = DiscardExporter()
 

@@ -11,7 +11,7 @@ from opentelemetry.trace import StatusCode
 import agent_rl_plugin as arl
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.hookspecs import hookimpl
-from agent_rl_plugin.instrument.context import RolloutInfo, current_rollout_attributes
+from agent_rl_plugin.instrumentation.context import RolloutInfo, current_rollout_attributes
 
 
 def finished(exporter) -> list:

@@ -11,8 +11,8 @@ import pytest
 import agent_rl_plugin as arl
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin import tracing
-from agent_rl_plugin.instrument import spans as span_helpers
-from agent_rl_plugin.instrument import wrappers
+from agent_rl_plugin.instrumentation import spans as span_helpers
+from agent_rl_plugin.instrumentation import wrappers
 
 
 def finished(exporter) -> list:
@@ -135,7 +135,7 @@ def test_serialisation_failure_never_reaches_the_agent(span_exporter, monkeypatc
     monkeypatch.setattr(span_helpers, "to_json_attribute", broken)
     monkeypatch.setattr(span_helpers, "to_json", lambda value: broken(value, 0))
     monkeypatch.setattr(span_helpers, "_logged", set())
-    with caplog.at_level(logging.WARNING, logger="agent_rl_plugin.instrument"):
+    with caplog.at_level(logging.WARNING, logger="agent_rl_plugin.instrumentation"):
         assert echo([1, 2]) == [1, 2]
         assert echo("again") == "again"
         assert list(stream("x")) == ["x"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent_rl_plugin.demo.calculator import CalculatorAgent, ScriptedModel, Task, final_answer
-from agent_rl_plugin.instrument import RLAgentMixin, current_rollout, emit_reward, rollout
+from agent_rl_plugin.instrumentation import RLAgentMixin, current_rollout, emit_reward, rollout
 
 
 class TracedCalculatorAgent(RLAgentMixin, CalculatorAgent):

@@ -7,8 +7,9 @@ Contract:
 * :meth:`StoreWriter.submit` never blocks: it enqueues a converted batch, or refuses it (returns
   ``False`` and counts the spans as dropped) when more than ``max_pending_spans`` are waiting or
   when the database failed to open less than ``reopen_interval_s`` ago.
-* The thread merges what is waiting (up to ``batch_rows`` spans) into one Arrow table and one
-  transaction. A batch that fails on its data is retried row by row, so one bad span loses only
+* The thread merges what arrives within ``linger_s`` of a first batch (up to ``batch_rows``
+  spans; a flush ends the wait) into one Arrow table and one transaction. A batch that fails on
+  its data is split and retried (halves, down to single rows), so one bad span loses only
   itself; a failing database drops the batch and the connection is reopened later.
 * :meth:`StoreWriter.flush` returns ``True`` once everything submitted before the call has been
   committed or dropped, ``False`` on timeout. :meth:`StoreWriter.reader_cursor` does the same
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import duckdb
 import pyarrow as pa
 
-from agent_rl_plugin.store.batch import insert_batch, insert_rows_one_by_one, is_data_error
+from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
 from agent_rl_plugin.store.connection import open_write_connection
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
 from agent_rl_plugin.store.rows import SpanBatch
@@ -96,8 +97,10 @@ class StoreWriter:
         batch_rows: int = 50_000,
         max_pending_spans: int = 500_000,
         reopen_interval_s: float = 5.0,
+        linger_s: float = 0.1,
     ) -> None:
         self.path = path
+        self.linger_s = linger_s
         self.stats = stats
         self._report = report
         self.batch_rows = batch_rows
@@ -201,17 +204,7 @@ class StoreWriter:
     def _run(self) -> None:
         stop = False
         while not stop:
-            item = self._queue.get()
-            items = [item]
-            rows = item.num_spans if isinstance(item, SpanBatch) else 0
-            while rows < self.batch_rows:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                items.append(more)
-                if isinstance(more, SpanBatch):
-                    rows += more.num_spans
+            items = self._collect()
             try:
                 batches = [i for i in items if isinstance(i, SpanBatch)]
                 if batches:
@@ -226,6 +219,36 @@ class StoreWriter:
                 elif other is _STOP:
                     stop = True
         self._discard_connection()
+
+    def _collect(self) -> list[Any]:
+        """The next items to handle: waits for one, then gathers more until ``batch_rows``
+        spans, a control item (flush, cursor, stop) or ``linger_s`` after the first item.
+        Each INSERT has a fixed cost of a few milliseconds, so bigger batches write faster."""
+        item = self._queue.get()
+        items = [item]
+        if not isinstance(item, SpanBatch):
+            return items
+        rows = item.num_spans
+        deadline = time.monotonic() + self.linger_s
+        while rows < self.batch_rows:
+            remaining = deadline - time.monotonic()
+            try:
+                more = self._queue.get_nowait() if remaining <= 0 else self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            items.append(more)
+            if not isinstance(more, SpanBatch):
+                # Control item: write now, but take what is already queued along.
+                while rows < self.batch_rows:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    items.append(more)
+                    rows += more.num_spans if isinstance(more, SpanBatch) else 0
+                break
+            rows += more.num_spans
+        return items
 
     def _open(self, force: bool = False) -> duckdb.DuckDBPyConnection | None:
         if self._connection is not None:
@@ -282,7 +305,7 @@ class StoreWriter:
                     self.stats.add(spans_dropped=n)
                     self._discard_connection()
                     return
-                outcome = insert_rows_one_by_one(connection, spans, rewards)
+                outcome = insert_bisecting(connection, spans, rewards)
                 self.stats.add(
                     spans_written=outcome.written,
                     spans_dropped=outcome.dropped,

@@ -8,7 +8,7 @@ Contract of :func:`wrap`:
   ``inspect.signature`` are those of the original, and so are ``inspect.iscoroutinefunction``,
   ``isgeneratorfunction`` and ``isasyncgenfunction``: coroutine functions get an ``async def``
   wrapper; generator and async-generator functions get a function-like object
-  (:class:`StreamFunction`) whose calls return a :mod:`~agent_rl_plugin.instrument.streams`
+  (:class:`StreamFunction`) whose calls return a :mod:`~agent_rl_plugin.instrumentation.streams`
   proxy, so the span can also end when the generator is garbage-collected.
 * ``classmethod``/``staticmethod`` objects are unwrapped, their function wrapped, and re-wrapped
   in the same descriptor type; a bound method is wrapped as its function and bound again.
@@ -27,7 +27,7 @@ import types
 from typing import Any, Callable, Coroutine
 
 from agent_rl_plugin import tracing
-from agent_rl_plugin.instrument.calls import (
+from agent_rl_plugin.instrumentation.calls import (
     CallRecord,
     WrapSpec,
     instance_disabled,
@@ -37,7 +37,7 @@ from agent_rl_plugin.instrument.calls import (
     suppress,
     unsuppress,
 )
-from agent_rl_plugin.instrument.streams import AsyncGeneratorProxy, GeneratorProxy
+from agent_rl_plugin.instrumentation.streams import AsyncGeneratorProxy, GeneratorProxy
 
 #: Attribute set on every wrapper we create; its value is the :class:`WrapSpec`.
 WRAPPED_MARK = "__agent_rl_wrapped__"

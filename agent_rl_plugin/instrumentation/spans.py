@@ -29,7 +29,7 @@ from agent_rl_plugin import tracing
 from agent_rl_plugin.semconv import CANCELLED, ERROR_TYPE
 from agent_rl_plugin.serialize import to_json, to_json_attribute, truncate
 
-logger = logging.getLogger("agent_rl_plugin.instrument")
+logger = logging.getLogger("agent_rl_plugin.instrumentation")
 
 _logged: set[str] = set()
 _logged_lock = threading.Lock()

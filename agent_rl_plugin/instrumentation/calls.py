@@ -26,8 +26,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agent_rl_plugin import tracing
-from agent_rl_plugin.instrument import context as rl_context
-from agent_rl_plugin.instrument.spans import (
+from agent_rl_plugin.instrumentation import context as rl_context
+from agent_rl_plugin.instrumentation.spans import (
     end_span,
     log_failure,
     max_size,

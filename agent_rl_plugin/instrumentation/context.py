@@ -27,7 +27,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agent_rl_plugin import tracing
-from agent_rl_plugin.instrument.spans import end_span, is_cancellation, log_failure, record_error
+from agent_rl_plugin.instrumentation.spans import end_span, is_cancellation, log_failure, record_error
 from agent_rl_plugin.semconv import (
     CANCELLED,
     GROUP_ID,

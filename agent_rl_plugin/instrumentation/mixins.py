@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
-from agent_rl_plugin.instrument.calls import INSTANCE_FLAG
-from agent_rl_plugin.instrument.patching import wrap_class_methods
-from agent_rl_plugin.instrument.recording import record_event
-from agent_rl_plugin.instrument.spans import log_failure
+from agent_rl_plugin.instrumentation.calls import INSTANCE_FLAG
+from agent_rl_plugin.instrumentation.patching import wrap_class_methods
+from agent_rl_plugin.instrumentation.recording import record_event
+from agent_rl_plugin.instrumentation.spans import log_failure
 
 __all__ = ["RLAgentMixin", "RLOrchestratorMixin"]
 

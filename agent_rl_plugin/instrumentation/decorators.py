@@ -4,7 +4,7 @@ Both work bare (``@trace_agent``) or with arguments (``@trace_agent(name="planne
 functions, coroutine functions, generator and async-generator functions, methods (including
 ``classmethod``/``staticmethod`` objects, in either decorator order) and ``functools.partial``
 objects. The decorated callable behaves exactly like the original (see
-:mod:`agent_rl_plugin.instrument.wrappers`); decorating twice gives one span.
+:mod:`agent_rl_plugin.instrumentation.wrappers`); decorating twice gives one span.
 
 * ``trace_agent``: span ``invoke_agent {name}`` (``name`` defaults to the function's
   ``__name__``); outside any rollout the call opens an implicit rollout.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar, overload
 
-from agent_rl_plugin.instrument.wrappers import wrap
+from agent_rl_plugin.instrumentation.wrappers import wrap
 from agent_rl_plugin.semconv import SPAN_KIND_AGENT, SPAN_KIND_TOOL
 
 F = TypeVar("F", bound=Callable[..., Any])

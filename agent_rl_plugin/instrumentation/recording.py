@@ -29,9 +29,9 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanContext
 
 from agent_rl_plugin import tracing
-from agent_rl_plugin.instrument import context as rl_context
-from agent_rl_plugin.instrument.calls import is_suppressed
-from agent_rl_plugin.instrument.spans import (
+from agent_rl_plugin.instrumentation import context as rl_context
+from agent_rl_plugin.instrumentation.calls import is_suppressed
+from agent_rl_plugin.instrumentation.spans import (
     capture_content,
     current_recording_span,
     end_span,

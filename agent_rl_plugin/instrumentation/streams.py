@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
-from agent_rl_plugin.instrument.calls import CallRecord
-from agent_rl_plugin.instrument.spans import log_failure
+from agent_rl_plugin.instrumentation.calls import CallRecord
+from agent_rl_plugin.instrumentation.spans import log_failure
 
 _PROXY_SLOTS = ("_inner", "_record")
 

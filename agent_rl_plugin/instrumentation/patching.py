@@ -26,10 +26,10 @@ import types
 import weakref
 from typing import Any, Iterable, Sequence, TypeVar
 
-from agent_rl_plugin.instrument.wrappers import is_wrapped, wrap
+from agent_rl_plugin.instrumentation.wrappers import is_wrapped, wrap
 from agent_rl_plugin.semconv import SPAN_KIND_AGENT, SPAN_KIND_TOOL
 
-logger = logging.getLogger("agent_rl_plugin.instrument")
+logger = logging.getLogger("agent_rl_plugin.instrumentation")
 
 T = TypeVar("T")
 
