@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
 from agent_rl_plugin.instrumentation import context as rl_context
 from agent_rl_plugin.instrumentation.spans import (
@@ -317,7 +317,7 @@ def _start(
             GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
             SPAN_KIND: SPAN_KIND_TOOL,
             GEN_AI_TOOL_NAME: name,
-            GEN_AI_TOOL_CALL_ID: uuid.uuid4().hex,
+            GEN_AI_TOOL_CALL_ID: new_id(),
         }
         if capture:
             arguments = bound_arguments(spec, args, kwargs)

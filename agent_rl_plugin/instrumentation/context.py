@@ -18,7 +18,6 @@ Contract:
 from __future__ import annotations
 
 import contextvars
-import uuid
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Mapping
@@ -26,6 +25,7 @@ from typing import Any, Mapping
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
 from agent_rl_plugin.instrumentation.spans import end_span, is_cancellation, log_failure, record_error
 from agent_rl_plugin.semconv import (
@@ -57,7 +57,7 @@ class RolloutInfo:
     ``implicit`` is True for a rollout opened by a traced agent call made outside any rollout.
     """
 
-    rollout_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    rollout_id: str = field(default_factory=new_id)
     task_id: str | None = None
     group_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -234,7 +234,7 @@ def rollout(
 
     ``task_id`` names the task (rollouts of one task are compared), ``group_id`` the group
     (GRPO/GiGPO normalise rewards within a group), ``metadata`` is stored as JSON on the rollout
-    span, ``rollout_id`` defaults to a new uuid4 hex. Exceptions of the block are recorded on the
+    span, ``rollout_id`` defaults to a new 32-hex id. Exceptions of the block are recorded on the
     rollout span and propagate unchanged::
 
         with rollout(task_id="t1", group_id="g1") as info:
@@ -242,7 +242,7 @@ def rollout(
             emit_reward(1.0)
     """
     info = RolloutInfo(
-        rollout_id=str(rollout_id) if rollout_id is not None else uuid.uuid4().hex,
+        rollout_id=str(rollout_id) if rollout_id is not None else new_id(),
         task_id=None if task_id is None else str(task_id),
         group_id=None if group_id is None else str(group_id),
         metadata=dict(metadata) if metadata else {},

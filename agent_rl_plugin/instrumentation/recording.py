@@ -21,13 +21,13 @@ from __future__ import annotations
 import math
 import numbers
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanContext
 
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
 from agent_rl_plugin.instrumentation import context as rl_context
 from agent_rl_plugin.instrumentation.calls import is_suppressed
@@ -237,7 +237,7 @@ def record_tool_call(
     """Record one tool execution as a finished ``execute_tool {name}`` span.
 
     ``error`` (an exception or a message) marks it failed. ``call_id`` defaults to a new
-    uuid4 hex. Times as in :func:`record_llm_call`.
+    new 32-hex id. Times as in :func:`record_llm_call`.
     """
     if not _recording():
         return None
@@ -246,7 +246,7 @@ def record_tool_call(
             GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
             SPAN_KIND: SPAN_KIND_TOOL,
             GEN_AI_TOOL_NAME: str(name),
-            GEN_AI_TOOL_CALL_ID: str(call_id) if call_id is not None else uuid.uuid4().hex,
+            GEN_AI_TOOL_CALL_ID: str(call_id) if call_id is not None else new_id(),
         }
         if capture_content():
             if arguments is not None:

@@ -6,7 +6,8 @@ Contract:
   and its rewards table (:data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`, optional) in **one
   transaction**: both land or neither does; the error propagates after a rollback.
 * Nanosecond timestamps become ``TIMESTAMP`` columns in SQL (vectorised), ``duration_ms`` is
-  computed from them, ``ingested_at`` is one value per batch.
+  computed from them, the denormalised columns are read from the attributes JSON, and
+  ``ingested_at`` is one value per batch.
 * :func:`insert_bisecting` is the fallback after a failed batch: halves, then quarters, ...
   down to single spans (each with the rewards its events carried), each in its own
   transaction, so one bad row loses only itself.
@@ -23,23 +24,36 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.store.rows import REWARD_SCHEMA, SPAN_SCHEMA
 
 SPANS_VIEW = "_agent_rl_spans_batch"
 REWARDS_VIEW = "_agent_rl_rewards_batch"
 
-_NS_COLUMNS = {"start_unix_nano", "end_unix_nano"}
-_PASS_THROUGH = [name for name in SPAN_SCHEMA.names if name not in _NS_COLUMNS]
+_DERIVED_KEYS = (sc.ROLLOUT_ID, sc.TASK_ID, sc.GROUP_ID, sc.ROLLOUT_ROOT, sc.GEN_AI_OPERATION_NAME, sc.SPAN_KIND)
+_PATHS = "[" + ", ".join(f"'$.\"{key}\"'" for key in _DERIVED_KEYS) + "]"
+_PASS_THROUGH = [name for name in SPAN_SCHEMA.names if name not in ("start_unix_nano", "end_unix_nano")]
 
-INSERT_SPANS_SQL = (
-    "INSERT INTO spans ("
-    + ", ".join(_PASS_THROUGH)
-    + ", start_time, end_time, duration_ms, start_unix_nano, end_unix_nano, ingested_at) SELECT "
-    + ", ".join(_PASS_THROUGH)
-    + ", make_timestamp(start_unix_nano // 1000), make_timestamp(end_unix_nano // 1000),"
-    " (end_unix_nano - start_unix_nano) / 1e6, start_unix_nano, end_unix_nano, ?::TIMESTAMP"
-    f" FROM {SPANS_VIEW}"
-)
+#: The batch's columns plus, read from the attributes JSON in one parse: rollout_id (else the
+#: trace id), task_id, group_id, operation, span_kind, and is_rollout_root (the root flag, or a
+#: parentless span with an operation name and no rollout id: a foreign framework's root).
+INSERT_SPANS_SQL = f"""INSERT INTO spans ({", ".join(_PASS_THROUGH)}, start_time, end_time, duration_ms,
+    rollout_id, task_id, group_id, is_rollout_root, operation, span_kind,
+    start_unix_nano, end_unix_nano, ingested_at)
+SELECT {", ".join(_PASS_THROUGH)},
+    make_timestamp(start_unix_nano // 1000),
+    make_timestamp(end_unix_nano // 1000),
+    (end_unix_nano - start_unix_nano) / 1e6,
+    coalesce(k[1], trace_id),
+    k[2],
+    k[3],
+    coalesce(k[4] = 'true', false) OR (parent_span_id IS NULL AND k[1] IS NULL AND k[5] IS NOT NULL),
+    k[5],
+    k[6],
+    start_unix_nano,
+    end_unix_nano,
+    ?::TIMESTAMP
+FROM (SELECT *, json_extract_string(attributes, {_PATHS}) AS k FROM {SPANS_VIEW})"""
 
 _REWARD_PASS = [n for n in REWARD_SCHEMA.names if n != "created_unix_nano"]
 INSERT_REWARDS_SQL = (

@@ -12,7 +12,8 @@ Contract:
   Values JSON cannot encode are stored as their safe ``repr``; NaN/inf floats as the strings
   ``"nan"``/``"inf"``/``"-inf"``; when ``max_attribute_size`` is set, longer string values are cut
   with the truncation marker of :mod:`agent_rl_plugin.serialize`.
-* Timestamps stay integer nanoseconds here; the SQL insert converts them (vectorised).
+* Timestamps stay integer nanoseconds here, and the denormalised columns (rollout id, ...) are
+  read from the attributes JSON by the SQL insert (vectorised, in the writer thread).
 * ``gen_ai.evaluation.result`` events become ``rewards`` rows (source ``emitted`` unless the
   event says otherwise), whose ``reward_id`` is a uuid5 of trace id, span id and event position,
   so ingesting the same span twice yields the same id.
@@ -48,7 +49,8 @@ ErrorCallback = Callable[[str, BaseException], None]
 REWARD_NAMESPACE = uuid.UUID("6f1c1a52-6a3e-4d0e-9a55-0b6f3b0e8a11")
 
 #: Arrow schema of a converted batch; the INSERT in :mod:`~agent_rl_plugin.store.batch` maps it
-#: onto the ``spans`` table.
+#: onto the ``spans`` table, deriving the timestamps and the denormalised columns (rollout_id,
+#: task_id, group_id, is_rollout_root, operation, span_kind) from these in SQL.
 SPAN_SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
@@ -65,12 +67,6 @@ SPAN_SCHEMA = pa.schema(
         ("scope_name", pa.string()),
         ("scope_version", pa.string()),
         ("service_name", pa.string()),
-        ("rollout_id", pa.string()),
-        ("task_id", pa.string()),
-        ("group_id", pa.string()),
-        ("is_rollout_root", pa.bool_()),
-        ("operation", pa.string()),
-        ("span_kind", pa.string()),
         ("start_unix_nano", pa.int64()),
         ("end_unix_nano", pa.int64()),
     ]
@@ -327,14 +323,12 @@ class SpanConverter:
             attrs = self.transform(attrs, name)
         if self.normalizers:
             self._normalize(attrs, name)
-        get = attrs.get
-        rollout_id = get(sc.ROLLOUT_ID)
-        operation = get(sc.GEN_AI_OPERATION_NAME)
-        root_flag = get(sc.ROLLOUT_ROOT)
-        is_root = root_flag is True or root_flag == "true" or (
-            parent is None and rollout_id is None and operation is not None
-        )
-        rollout_id = trace_hex if rollout_id is None else _str_or_none(rollout_id)
+        if events:
+            rollout_id = attrs.get(sc.ROLLOUT_ID)
+            rollout_id = trace_hex if rollout_id is None else str(rollout_id)
+            events_json = self._events(events, name, trace_hex, span_hex, rollout_id, rewards)
+        else:
+            events_json = "[]"
         resource_json, service = self._resource(resource)
         return (
             trace_hex,
@@ -345,18 +339,12 @@ class SpanConverter:
             getattr(status.status_code, "_name_", None) or "UNSET",
             status.description or None,
             encode_attributes(attrs, self.max_attribute_size),
-            self._events(events, name, trace_hex, span_hex, rollout_id, rewards) if events else "[]",
-            self._links(links),
+            events_json,
+            self._links(links) if links else "[]",
             resource_json,
             None if scope is None else scope.name,
             None if scope is None else scope.version,
             service,
-            rollout_id,
-            _str_or_none(get(sc.TASK_ID)),
-            _str_or_none(get(sc.GROUP_ID)),
-            is_root,
-            _str_or_none(operation),
-            _str_or_none(get(sc.SPAN_KIND)),
             start,
             end,
         )

@@ -257,6 +257,7 @@ class StoreWriter:
             return None
         try:
             self._connection, _ = open_write_connection(self.path)
+            self._connection.execute("SET threads=1")
         except Exception as exc:
             self._open_failed_at = time.monotonic()
             self._report("locked" if isinstance(exc, StoreLockedError) else "open", exc)
