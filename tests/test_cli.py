@@ -145,6 +145,14 @@ def test_db_info(recorded, capsys):
     assert len(info["migrations"]) >= 1
 
 
+def test_db_migrate_creates_then_has_nothing_left(tmp_path, capsys):
+    path = tmp_path / "fresh.duckdb"
+    code, out, _ = agent_rl(capsys, "db", "migrate", "--db", str(path), "--json")
+    assert code == 0 and len(json.loads(out)["applied"]) >= 3
+    code, out, _ = agent_rl(capsys, "db", "migrate", "--db", str(path), "--json")
+    assert code == 0 and json.loads(out)["applied"] == []
+
+
 def test_database_from_environment(recorded, capsys, monkeypatch):
     path, _ = recorded
     monkeypatch.setenv("AGENT_RL_DB", str(path))
@@ -182,7 +190,7 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["rollouts_run"] == 16
     rows = summary["rows"]
-    assert rows["rollouts"] == 16 and rows["rewards"] == 16
+    assert rows["rollouts"] == 16 and rows["rewards"] == 16 and rows["events"] == 16
     assert rows["tool_calls"] >= 16 * 3 and rows["llm_calls"] >= 16 * 4
     assert 0 < summary["correct"] < 16  # a stochastic agent: groups differ
     assert time.perf_counter() - started < 180

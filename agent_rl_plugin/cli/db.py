@@ -45,14 +45,10 @@ def info(db: str = DbOption, json_output: bool = JsonOption) -> None:
 @app.command("migrate")
 def migrate(db: str = DbOption, json_output: bool = JsonOption) -> None:
     """Create the database if needed and apply any migrations it lacks."""
-    from agent_rl_plugin.store import connect_writer, migrate as apply_migrations
+    from agent_rl_plugin.store import ensure_schema
 
     path = db_path(db)
-    connection = connect_writer(path)
-    try:
-        applied = apply_migrations(connection)
-    finally:
-        connection.close()
+    applied = ensure_schema(path)
     if json_output:
         print_json({"path": os.path.abspath(path), "applied": applied})
     else:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent_rl_plugin.demo.calculator import CalculatorAgent, ScriptedModel, Task, final_answer
-from agent_rl_plugin.instrumentation import RLAgentMixin, current_rollout, emit_reward, rollout
+from agent_rl_plugin.instrumentation import RLAgentMixin, current_rollout, emit_reward, record_event, rollout
 
 
 class TracedCalculatorAgent(RLAgentMixin, CalculatorAgent):
@@ -40,6 +40,7 @@ async def run_one(task: Task, seed: int, group_id: str) -> RolloutResult:
             if chunk.type == "content":
                 text += chunk.content
         answer = final_answer(text)
+        record_event("final_answer", agent_id=agent.agent_id, content=text.strip())
         correct = answer is not None and abs(answer - task.answer) < 1e-6
         emit_reward(1.0 if correct else 0.0, name="correct", reason=f"answered {answer}, expected {task.answer}")
         info = current_rollout()

@@ -103,27 +103,30 @@ def insert_batch(
 ) -> None:
     """Insert ``spans`` and ``rewards`` in one transaction (rolled back on error, which propagates)."""
     now = _utc_now()
-    connection.execute("BEGIN TRANSACTION")
+    has_rewards = rewards is not None and rewards.num_rows > 0
+    connection.register(SPANS_VIEW, spans)
+    if has_rewards:
+        connection.register(REWARDS_VIEW, rewards)
     try:
-        if spans.num_rows:
-            connection.register(SPANS_VIEW, spans)
-            try:
-                connection.execute(INSERT_SPANS_SQL, [now])
-            finally:
-                connection.unregister(SPANS_VIEW)
-        if rewards is not None and rewards.num_rows:
-            connection.register(REWARDS_VIEW, rewards)
-            try:
-                connection.execute(INSERT_REWARDS_SQL, [now])
-            finally:
-                connection.unregister(REWARDS_VIEW)
-        connection.execute("COMMIT")
-    except BaseException:
+        connection.execute("BEGIN TRANSACTION")
         try:
-            connection.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
-        raise
+            if spans.num_rows:
+                connection.execute(INSERT_SPANS_SQL, [now])
+            if has_rewards:
+                connection.execute(INSERT_REWARDS_SQL, [now])
+            connection.execute("COMMIT")
+        except BaseException:
+            try:
+                connection.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+    finally:
+        for name in (SPANS_VIEW, REWARDS_VIEW) if has_rewards else (SPANS_VIEW,):
+            try:
+                connection.unregister(name)
+            except duckdb.Error:
+                pass
 
 
 def _rewards_of(rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:
@@ -141,19 +144,29 @@ class _DatabaseFailed(Exception):
 
 
 def insert_bisecting(
-    connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards: pa.Table | None = None
+    connection: duckdb.DuckDBPyConnection,
+    spans: pa.Table,
+    rewards: pa.Table | None = None,
+    *,
+    max_inserts: int = 256,
 ) -> RowOutcome:
     """Fallback after a failed batch: insert each half in its own transaction, splitting a
     failing half again down to single rows, which are dropped. ``k`` bad rows among ``n`` cost
     about ``2 k log2(n)`` inserts instead of ``n``. Stops (dropping the rest) at the first error
-    that is not a data error: the database itself is failing.
+    that is not a data error (the database itself is failing), or after ``max_inserts``
+    attempts (most rows are bad: each INSERT costs milliseconds, the writer must not stall).
     """
     outcome = RowOutcome()
+    budget = [max_inserts]
 
     def attempt(part: pa.Table) -> None:
         n = part.num_rows
         if n == 0:
             return
+        if budget[0] <= 0:
+            outcome.dropped += n
+            return
+        budget[0] -= 1
         part_rewards = _rewards_of(rewards, part)
         try:
             insert_batch(connection, part, part_rewards)

@@ -17,15 +17,19 @@ Contract:
   ``rewards_written``, ``batches_written``, ``batches_failed``, ``pending``, ``last_error``.
 * Each kind of failure (open, locked, insert, row, convert, queue_full, a normaliser) is logged
   once, as an error naming the database and the fix; repeats are logged at debug level.
+* An exporter not shut down by its owner is shut down at interpreter exit.
 * While alive, the exporter is registered so that :func:`~agent_rl_plugin.store.open_reader`
   in the same process reads through its connection.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import sys
 import threading
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -37,6 +41,22 @@ from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConve
 from agent_rl_plugin.store.writer import ExportStats, StoreWriter
 
 logger = logging.getLogger("agent_rl_plugin.store")
+
+_live: "weakref.WeakSet[DuckDBSpanExporter]" = weakref.WeakSet()
+
+
+def _shutdown_at_exit() -> None:
+    """Commit and close exporters still open at exit, so no connection is left to the
+    interpreter's teardown. Exporters attached by :func:`agent_rl_plugin.configure` are left to
+    its own exit handler, which first hands them the spans its processors still hold."""
+    tracing = sys.modules.get("agent_rl_plugin.tracing")
+    attached = set(map(id, getattr(getattr(tracing, "STATE", None), "exporters", {}).values()))
+    for exporter in list(_live):
+        if id(exporter) not in attached:
+            exporter.shutdown()
+
+
+atexit.register(_shutdown_at_exit)
 
 
 def collect_normalizers(plugin_manager: Any = None) -> list[tuple[str, Normalizer]]:
@@ -62,7 +82,8 @@ class DuckDBSpanExporter(SpanExporter):
     value kept (characters; ``None``: no limit here). ``normalizers``: ``(name, fn)`` pairs, or
     ``None`` to collect them from ``plugin_manager`` (default: the process-wide one).
     ``reopen_interval_s``: after a failed open (e.g. a locked file), how long spans are dropped
-    before opening is tried again.
+    before opening is tried again. ``linger_s``: how long the writer waits for more spans to
+    merge into one INSERT (each costs milliseconds however small; a flush never waits).
     """
 
     def __init__(
@@ -75,6 +96,7 @@ class DuckDBSpanExporter(SpanExporter):
         normalizers: Sequence[tuple[str, Normalizer]] | Mapping[str, Normalizer] | None = None,
         plugin_manager: Any = None,
         reopen_interval_s: float = 5.0,
+        linger_s: float = 0.25,
     ) -> None:
         self.path = os.fspath(path)
         self._stats = ExportStats()
@@ -86,18 +108,22 @@ class DuckDBSpanExporter(SpanExporter):
         self._normalizers: list[tuple[str, Normalizer]] | None = (
             None if normalizers is None else list(normalizers)
         )
-        self._converter = SpanConverter(max_attribute_size=max_attribute_size, on_error=self._report)
+        self._converter = SpanConverter(
+            normalizers=self._normalizers or (), max_attribute_size=max_attribute_size, on_error=self._report
+        )
         self._writer = StoreWriter(
-            self.path,
+            os.path.abspath(self.path),  # fixed now: a later chdir must not move the database
             stats=self._stats,
             report=self._report,
             batch_rows=batch_rows,
             max_pending_spans=max_pending_spans,
             reopen_interval_s=reopen_interval_s,
+            linger_s=linger_s,
         )
         self._shutdown = False
         self._key = store_key(self.path)
         register_writer(self._key, self._writer)
+        _live.add(self)
 
     # --- configuration --------------------------------------------------------------------
     def set_attribute_transform(self, transform: AttributeTransform | None) -> None:
@@ -122,8 +148,8 @@ class DuckDBSpanExporter(SpanExporter):
             self._logged.add(kind)
         if first:
             logger.error(
-                "agent-rl: %s; spans for %s are counted as dropped in exporter.stats and the agent "
-                "keeps running (this message is shown once)",
+                "agent-rl: %s [recording into %s: spans that cannot be written are counted in "
+                "exporter.stats['spans_dropped']; the agent keeps running; shown once]",
                 message,
                 self.path,
                 exc_info=not isinstance(exc, (StoreError, OverflowError)),

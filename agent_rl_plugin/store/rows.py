@@ -8,10 +8,10 @@ Contract:
 * Attributes go through the attribute transform (redaction etc., ``fn(attrs, span_name) ->
   attrs``; it also applies to event attributes) and then through every normaliser
   (``fn(attrs, span_name) -> None``, adding keys in place; span attributes only).
-* Each attribute dict (and each span's event list) is encoded with **one** JSON encode call.
-  Values JSON cannot encode are stored as their safe ``repr``; NaN/inf floats as the strings
-  ``"nan"``/``"inf"``/``"-inf"``; when ``max_attribute_size`` is set, longer string values are cut
-  with the truncation marker of :mod:`agent_rl_plugin.serialize`.
+* Each attribute dict (and each span's event list) is encoded with **one** JSON encode call
+  (:mod:`agent_rl_plugin.store.encoding`: unencodable values as safe repr, NaN as text, values
+  over ``max_attribute_size`` cut with the truncation marker). Text UTF-8 cannot hold (lone
+  surrogates) is replaced by U+FFFD.
 * Timestamps stay integer nanoseconds here, and the denormalised columns (rollout id, ...) are
   read from the attributes JSON by the SQL insert (vectorised, in the writer thread).
 * ``gen_ai.evaluation.result`` events become ``rewards`` rows (source ``emitted`` unless the
@@ -22,9 +22,6 @@ Contract:
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring
-import math
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -35,12 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 
 from agent_rl_plugin import semconv as sc
-from agent_rl_plugin.serialize import safe_repr, truncate
-
-try:  # the C accelerator of the json module (CPython has it)
-    from _json import make_encoder as c_make_encoder
-except ImportError:  # pragma: no cover
-    c_make_encoder = None
+from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
 
 AttributeTransform = Callable[[dict[str, Any], str], dict[str, Any]]
 Normalizer = Callable[[dict[str, Any], str], None]
@@ -71,7 +63,6 @@ SPAN_SCHEMA = pa.schema(
         ("end_unix_nano", pa.int64()),
     ]
 )
-SPAN_COLUMNS: tuple[str, ...] = tuple(SPAN_SCHEMA.names)
 
 REWARD_SCHEMA = pa.schema(
     [
@@ -89,89 +80,6 @@ REWARD_SCHEMA = pa.schema(
         ("span_id", pa.string()),
     ]
 )
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return f"<{len(value)} bytes>"
-    return safe_repr(value)
-
-
-_iterencode = (
-    c_make_encoder(None, _default, encode_basestring, None, ":", ",", False, False, False)
-    if c_make_encoder is not None
-    else None
-)
-_py_encode = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, default=_default, check_circular=False, separators=(",", ":")
-).encode
-
-
-def _encode(value: Any) -> str:
-    """Compact JSON (NaN refused). Reuses one C encoder: ``json.dumps`` builds one per call."""
-    if _iterencode is None or isinstance(value, str):  # pragma: no cover - C accelerator missing
-        return _py_encode(value)
-    return "".join(_iterencode(value, 0))
-
-
-def _sanitize(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe copy: non-finite floats as text, cycles and deep nesting as repr."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, (str, int, bool)) or value is None:
-        return value
-    if depth > 20:
-        return safe_repr(value)
-    if isinstance(value, Mapping):
-        return {str(k): _sanitize(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_sanitize(v, depth + 1) for v in value]
-    return _default(value)
-
-
-def encode_json(value: Any) -> str:
-    """JSON text for ``value``; never raises (see the module contract)."""
-    try:
-        return _encode(value)
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        try:
-            return _encode(_sanitize(value))
-        except Exception:
-            return _encode(safe_repr(value))
-
-
-_MARKER = re.compile(re.escape(sc.TRUNCATION_MARKER).replace(re.escape("{original}"), r"\d+") + r"\Z")
-
-
-def _too_long(value: Any, max_size: int) -> bool:
-    """A string over ``max_size`` characters not already cut by
-    :func:`~agent_rl_plugin.serialize.truncate` (a cut value keeps its marker and original size)."""
-    if not isinstance(value, str) or len(value) <= max_size:
-        return False
-    return not (len(value) <= max_size + 48 and _MARKER.search(value[-48:]) is not None)
-
-
-def encode_attributes(attributes: Mapping[str, Any], max_size: int | None) -> str:
-    """One JSON object for ``attributes``; string values over ``max_size`` are cut."""
-    text = encode_json(attributes)
-    if max_size is not None and len(text) > max_size:
-        cut: dict[str, Any] = {}
-        changed = False
-        for key, value in attributes.items():
-            if _too_long(value, max_size):
-                value, changed = truncate(value, max_size), True
-            elif isinstance(value, (list, tuple)) and any(_too_long(v, max_size) for v in value):
-                value = [truncate(v, max_size) if _too_long(v, max_size) else v for v in value]
-                changed = True
-            cut[key] = value
-        if changed:
-            text = encode_json(cut)
-    return text
 
 
 @dataclass
@@ -224,8 +132,10 @@ def _json_or_wrapped(value: Any) -> str | None:
 
 
 class SpanConverter:
-    """Turns ``ReadableSpan`` objects into :class:`SpanBatch` es. Not thread-safe per instance
-    only in its resource cache, which tolerates races (worst case: a value computed twice)."""
+    """Turns ``ReadableSpan`` objects into :class:`SpanBatch` es (see the module contract).
+
+    Safe to call from several threads: its only state, a cache of encoded resources, tolerates
+    races (at worst a resource is encoded twice)."""
 
     def __init__(
         self,
@@ -274,7 +184,7 @@ class SpanConverter:
             if event.name == sc.EVENT_EVALUATION_RESULT:
                 rewards.append(self._reward(event_attrs, event.timestamp, trace_hex, span_hex, position, rollout_id))
         text = encode_json(out)
-        if self.max_attribute_size is not None and len(text) > self.max_attribute_size * 4:
+        if self.max_attribute_size is not None and len(text) > self.max_attribute_size:
             for item in out:
                 item["attributes"] = json.loads(encode_attributes(item["attributes"], self.max_attribute_size))
             text = encode_json(out)
@@ -314,6 +224,16 @@ class SpanConverter:
         )
 
     # --- one span -------------------------------------------------------------------------
+    def _encode_attributes(self, attrs: dict[str, Any]) -> str:
+        # The common case inline (one C encoder call); anything unusual goes the careful way.
+        try:
+            text = fast_encode(attrs)
+        except Exception:
+            return encode_attributes(attrs, self.max_attribute_size)
+        if self.max_attribute_size is not None and len(text) > self.max_attribute_size:
+            return encode_attributes(attrs, self.max_attribute_size)
+        return text
+
     def _row(self, span: ReadableSpan, rewards: list[dict[str, Any]]) -> tuple[Any, ...]:
         """One row of :data:`SPAN_SCHEMA` (rewards of its events appended to ``rewards``)."""
         (context, parent, name, attrs, events, links, resource, scope, status, kind, start, end) = _fields(span)
@@ -338,7 +258,7 @@ class SpanConverter:
             getattr(kind, "_name_", None) or str(kind),
             getattr(status.status_code, "_name_", None) or "UNSET",
             status.description or None,
-            encode_attributes(attrs, self.max_attribute_size),
+            self._encode_attributes(attrs),
             events_json,
             self._links(links) if links else "[]",
             resource_json,
@@ -365,7 +285,21 @@ class SpanConverter:
                 failed += 1
                 if self.on_error is not None:
                     self.on_error("convert", exc)
-        return SpanBatch(spans=rows_to_table(rows), rewards=rewards_to_table(rewards), failed=failed)
+        try:
+            table = rows_to_table(rows)
+        except (UnicodeError, pa.ArrowException) as exc:  # e.g. lone surrogates from os.fsdecode
+            if self.on_error is not None:
+                self.on_error("encode", exc)
+            table, dropped = _table_row_by_row(rows)
+            failed += dropped
+            if dropped:
+                kept = set(zip(table["trace_id"].to_pylist(), table["span_id"].to_pylist()))
+                rewards = [r for r in rewards if (r["trace_id"], r["span_id"]) in kept]
+        try:
+            reward_table = rewards_to_table(rewards)
+        except (UnicodeError, pa.ArrowException):
+            reward_table = rewards_to_table([{k: clean_text(v) for k, v in r.items()} for r in rewards])
+        return SpanBatch(spans=table, rewards=reward_table, failed=failed)
 
 
 _PUBLIC = ("name", "context", "parent", "attributes", "events", "links", "resource",
@@ -409,6 +343,24 @@ def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays(
         [pa.array(column, type=f.type) for column, f in zip(columns, SPAN_SCHEMA)], schema=SPAN_SCHEMA
     )
+
+
+def _table_row_by_row(rows: list[tuple[Any, ...]]) -> tuple[pa.Table, int]:
+    """Fallback when the batch does not convert: clean the rows that fail; drop what still fails."""
+    kept: list[tuple[Any, ...]] = []
+    dropped = 0
+    for row in rows:
+        try:
+            rows_to_table([row])
+        except (UnicodeError, pa.ArrowException):
+            row = tuple(clean_text(v) for v in row)
+            try:
+                rows_to_table([row])
+            except (UnicodeError, pa.ArrowException):
+                dropped += 1
+                continue
+        kept.append(row)
+    return rows_to_table(kept), dropped
 
 
 def rewards_to_table(rows: list[dict[str, Any]]) -> pa.Table | None:

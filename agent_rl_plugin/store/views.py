@@ -41,6 +41,7 @@ AGENT_CONDITION = f"(operation = '{sc.OP_INVOKE_AGENT}' OR span_kind = '{sc.SPAN
 _CANCELLED = f"coalesce({_a(sc.CANCELLED)} = 'true', false)"
 _STATUS = "CASE WHEN status_code = 'ERROR' THEN 'error' ELSE 'ok' END"
 _STATUS_CANCELLED = f"CASE WHEN {_CANCELLED} THEN 'cancelled' WHEN status_code = 'ERROR' THEN 'error' ELSE 'ok' END"
+_AGENT_NAME = f"coalesce({_a(sc.GEN_AI_AGENT_NAME)}, regexp_replace(name, '^{sc.OP_INVOKE_AGENT} ', ''))"
 _ERROR_TYPE = f"CASE WHEN status_code = 'ERROR' THEN {_a(sc.ERROR_TYPE)} END"
 _ERROR = (
     f"CASE WHEN status_code = 'ERROR' OR {_CANCELLED} "
@@ -103,7 +104,7 @@ SELECT
     rollout_id,
     task_id,
     group_id,
-    coalesce({_a(sc.GEN_AI_AGENT_NAME)}, regexp_replace(name, '^{sc.OP_INVOKE_AGENT} ', '')) AS agent_name,
+    {_AGENT_NAME} AS agent_name,
     {_a(sc.GEN_AI_AGENT_ID)} AS agent_id,
     {_a(sc.AGENT_ROLE)} AS role,
     {_a(sc.ROLLOUT_INPUT)} AS input,
@@ -232,9 +233,9 @@ members AS (
         count(*) FILTER (WHERE {LLM_CONDITION}) AS n_llm_calls,
         count(*) FILTER (WHERE {TOOL_CONDITION}) AS n_tool_calls,
         count(*) FILTER (WHERE {TOOL_CONDITION} AND status_code = 'ERROR') AS n_tool_errors,
-        sum(TRY_CAST({_a(sc.GEN_AI_USAGE_INPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS input_tokens,
-        sum(TRY_CAST({_a(sc.GEN_AI_USAGE_OUTPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS output_tokens,
-        arg_min({_a(sc.GEN_AI_AGENT_NAME)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_name,
+        CAST(sum(TRY_CAST({_a(sc.GEN_AI_USAGE_INPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS BIGINT) AS input_tokens,
+        CAST(sum(TRY_CAST({_a(sc.GEN_AI_USAGE_OUTPUT_TOKENS)} AS BIGINT)) FILTER (WHERE {LLM_CONDITION}) AS BIGINT) AS output_tokens,
+        arg_min({_AGENT_NAME}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_name,
         arg_min({_a(sc.ROLLOUT_INPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_input,
         arg_min({_a(sc.ROLLOUT_OUTPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION}) AS agent_output
     FROM spans
@@ -252,7 +253,7 @@ SELECT
     r.task_id,
     r.group_id,
     r.name,
-    coalesce({_a(sc.GEN_AI_AGENT_NAME, 'r.attributes')}, m.agent_name) AS agent_name,
+    m.agent_name,
     r.start_time,
     r.end_time,
     r.duration_ms,
@@ -287,5 +288,97 @@ VIEWS_V1: dict[str, str] = {
     "rollouts": ROLLOUTS_V1,
 }
 
+#: The SQL in force for each view: later versions (``VIEWS_V2``...) are merged in on top.
+CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1}
+
 #: The public views, in the order the schema documentation lists them.
 VIEW_NAMES: tuple[str, ...] = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "agents")
+
+#: What each view holds and what its columns mean (used by ``docs/schema.md``; not SQL, so
+#: editable at any time). Columns not listed here are shown without a description.
+VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
+    "rollouts": (
+        "One row per rollout (episode): its root span, counts over its spans, and the sum of the "
+        "rewards the agent emitted. A parentless span of another framework with "
+        "gen_ai.operation.name and no rollout id is a rollout too (rollout_id = its trace id).",
+        {
+            "name": "Root span name ('rollout t1', 'invoke_agent planner', ...).",
+            "agent_name": "Name of the first agent span (the root, when an agent span is the root).",
+            "status": "ok, error, or cancelled.",
+            "error": "Status message (else error.type) when not ok.",
+            "input": "agent_rl.input of the root, else of the first agent span (JSON text).",
+            "output": "agent_rl.output of the root, else of the first agent span.",
+            "metadata": "agent_rl.rollout.metadata (JSON text).",
+            "n_spans": "Spans recorded with this rollout id.",
+            "n_llm_calls": "Rows of llm_calls in this rollout.",
+            "n_tool_calls": "Rows of tool_calls in this rollout.",
+            "n_tool_errors": "Tool calls with status error.",
+            "input_tokens": "Sum of gen_ai.usage.input_tokens over LLM calls (0 when none).",
+            "output_tokens": "Sum of gen_ai.usage.output_tokens over LLM calls.",
+            "total_reward": "Sum of emitted reward values (rewards.source = 'emitted'); NULL when none.",
+            "root_span_id": "span_id of the root span.",
+        },
+    ),
+    "steps": (
+        "LLM calls, tool calls and coordination events of each rollout in time order: the unit "
+        "of step-level credit (GiGPO).",
+        {
+            "step_index": "0-based position in the rollout (by start time, then span id, then event order).",
+            "kind": "llm, tool or event.",
+            "name": "Model (llm), tool name (tool) or event type (event).",
+            "input": "Input messages (llm), arguments (tool), or the event's data (event).",
+            "output": "Output messages (llm), result (tool), or a JSON object of the event's "
+            "agent_id, target, reason, content and round (event).",
+            "status": "ok or error.",
+            "state_key": "agent_rl.state.key of the span (groups equivalent states for GiGPO).",
+            "event_index": "Position of the event among its span's events (events only).",
+        },
+    ),
+    "llm_calls": (
+        "One row per LLM call (gen_ai.operation.name chat, text_completion or generate_content, "
+        "or agent_rl.span.kind = 'llm').",
+        {
+            "provider": "gen_ai.provider.name (or the older gen_ai.system).",
+            "input_messages": "gen_ai.input.messages (JSON text).",
+            "output_messages": "gen_ai.output.messages (JSON text).",
+            "reasoning": "agent_rl.reasoning: reasoning text of the turn.",
+            "finish_reasons": "gen_ai.response.finish_reasons (JSON list).",
+            "error_type": "error.type when the call failed.",
+        },
+    ),
+    "tool_calls": (
+        "One row per tool execution (execute_tool spans).",
+        {
+            "tool_name": "gen_ai.tool.name (else the span name without 'execute_tool ').",
+            "call_id": "gen_ai.tool.call.id.",
+            "arguments": "gen_ai.tool.call.arguments (JSON text).",
+            "result": "gen_ai.tool.call.result (JSON text).",
+            "error_type": "error.type when the tool raised (e.g. ValueError).",
+            "error": "The status message ('ValueError: ...') when the tool failed.",
+        },
+    ),
+    "events": (
+        "Coordination events (span events named agent_rl.event, or event spans): answers, "
+        "votes, restarts...",
+        {
+            "rollout_id": "The event's own agent_rl.rollout.id, else its span's rollout.",
+            "event_index": "Position among the span's events.",
+            "time": "When it happened, UTC.",
+            "event_type": "new_answer, vote, restart, final_answer, reasoning, ...",
+            "round": "Coordination round.",
+            "agent_id": "Agent that produced the event.",
+            "target": "Agent it refers to (e.g. the one voted for).",
+            "data": "Extra fields (JSON text).",
+        },
+    ),
+    "agents": (
+        "One row per agent invocation (invoke_agent spans).",
+        {
+            "role": "agent_rl.agent.role: agent or orchestrator.",
+            "input": "agent_rl.input: the call's arguments (JSON text).",
+            "output": "agent_rl.output: its return value or streamed output.",
+            "stream_chunks": "Chunks a streaming agent yielded.",
+            "is_rollout_root": "True when this agent span is its rollout's root.",
+        },
+    ),
+}

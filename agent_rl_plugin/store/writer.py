@@ -97,7 +97,7 @@ class StoreWriter:
         batch_rows: int = 50_000,
         max_pending_spans: int = 500_000,
         reopen_interval_s: float = 5.0,
-        linger_s: float = 0.1,
+        linger_s: float = 0.25,
     ) -> None:
         self.path = path
         self.linger_s = linger_s
@@ -137,10 +137,11 @@ class StoreWriter:
         return self._pending
 
     def available(self) -> bool:
-        """False while a failed open is younger than ``reopen_interval_s`` (or after close)."""
+        """False after :meth:`close`, or while a failed open is younger than ``reopen_interval_s``."""
+        return not self._closed and self._may_open()
+
+    def _may_open(self) -> bool:
         failed_at = self._open_failed_at
-        if self._closed:
-            return False
         return failed_at is None or time.monotonic() - failed_at >= self.reopen_interval_s
 
     def submit(self, batch: SpanBatch) -> bool:
@@ -191,13 +192,14 @@ class StoreWriter:
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Write what is queued, close the connection and stop the thread (idempotent)."""
-        if self._closed:
-            return
-        thread = self._thread
-        self._closed = True
-        if thread is None or self._pid != os.getpid():
-            return
-        self._queue.put(_STOP)
+        with self._lock:  # submit() checks and enqueues under this lock: nothing lands after STOP
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            if thread is None or self._pid != os.getpid():
+                return
+            self._queue.put(_STOP)
         thread.join(max(timeout_s, 0.0))
 
     # --- writer thread --------------------------------------------------------------------
@@ -253,11 +255,10 @@ class StoreWriter:
     def _open(self, force: bool = False) -> duckdb.DuckDBPyConnection | None:
         if self._connection is not None:
             return self._connection
-        if not force and not self.available():
+        if not force and not self._may_open():
             return None
         try:
             self._connection, _ = open_write_connection(self.path)
-            self._connection.execute("SET threads=1")
         except Exception as exc:
             self._open_failed_at = time.monotonic()
             self._report("locked" if isinstance(exc, StoreLockedError) else "open", exc)
