@@ -33,7 +33,7 @@ from agent_rl_plugin.store.migrations import (
 from agent_rl_plugin.store.views import VIEW_NAMES
 
 #: The tables the store creates (views are in :data:`VIEW_NAMES`).
-TABLE_NAMES: tuple[str, ...] = ("spans", "rewards")
+TABLE_NAMES: tuple[str, ...] = ("spans", "rewards", "tasks", "labels")
 
 __all__ = [
     "DuckDBSpanExporter",

@@ -153,6 +153,45 @@ COMMENT ON TABLE rewards IS 'Episode and step rewards: emitted by agents, or com
 
 VIEWS_V1_SQL = ";\n".join(VIEWS_V1.values()) + ";"
 
+_TASKS_COMMENTS = {
+    "task_id": "Task id, as given to rollout(task_id=...).",
+    "prompt": "The task's input (text or JSON text).",
+    "ground_truth": "JSON: the expected answer, read by rewards such as task_completion.",
+    "metadata": "JSON object of anything else (rubrics, references, budgets).",
+    "imported_at": "When the row was imported or last replaced, UTC.",
+}
+
+_LABELS_COMMENTS = {
+    "label_id": "Unique id of this labelling act.",
+    "rollout_id": "The labelled rollout.",
+    "label": "good, bad or skip.",
+    "value": "1.0 for good, 0.0 for bad, NULL for skip.",
+    "labeller": "Who labelled it (user name or tool).",
+    "note": "Free-text comment.",
+    "created_at": "When it was labelled, UTC. The latest row of a rollout is its label.",
+}
+
+TASKS_AND_LABELS_SQL = f"""CREATE TABLE tasks (
+    task_id VARCHAR PRIMARY KEY,
+    prompt VARCHAR,
+    ground_truth JSON,
+    metadata JSON,
+    imported_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE tasks IS 'Tasks with ground truth, filled by `agent-rl tasks import FILE`.';
+{_comments("tasks", _TASKS_COMMENTS)}
+CREATE TABLE labels (
+    label_id VARCHAR NOT NULL,
+    rollout_id VARCHAR NOT NULL,
+    label VARCHAR NOT NULL,
+    value DOUBLE,
+    labeller VARCHAR,
+    note VARCHAR,
+    created_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE labels IS 'Human labels from `agent-rl label` (append-only; the latest row per rollout counts).';
+{_comments("labels", _LABELS_COMMENTS)}"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -162,6 +201,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "Views llm_calls, tool_calls, agents, events, steps, rollouts.",
         VIEWS_V1_SQL,
     ),
+    Migration("0004_tasks_labels", "Tables tasks (ground truth) and labels (human labels).", TASKS_AND_LABELS_SQL),
 )
 
 _lock = threading.Lock()
