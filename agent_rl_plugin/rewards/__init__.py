@@ -11,7 +11,7 @@ Public API::
 See ``docs/authoring-rewards.md``.
 """
 
-from agent_rl_plugin.rewards.base import FunctionReward, RewardPlugin, reward
+from agent_rl_plugin.rewards.base import FunctionReward, RewardPlugin, ScoringContext, reward
 from agent_rl_plugin.rewards.result import EvaluateResult, RewardContractError, StepOutput, coerce_result
 from agent_rl_plugin.rewards.rollout import Rollout, Step, load_rollouts
 
@@ -20,6 +20,7 @@ __all__ = [
     "FunctionReward",
     "RewardContractError",
     "RewardPlugin",
+    "ScoringContext",
     "Rollout",
     "Step",
     "StepOutput",

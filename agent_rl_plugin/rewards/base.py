@@ -20,6 +20,7 @@ import functools
 import hashlib
 import inspect
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Literal, Sequence
 
 from agent_rl_plugin.rewards.result import EvaluateResult
@@ -28,6 +29,18 @@ from agent_rl_plugin.rewards.rollout import Rollout
 Mode = Literal["pointwise", "batch"]
 Source = Literal["code", "llm", "human"]
 ScoreValue = "float | EvaluateResult | dict | None"
+
+
+@dataclass
+class ScoringContext:
+    """What :meth:`RewardPlugin.prepare` may use before scoring: read access to the store.
+
+    ``load_rollouts(where=None)`` returns :class:`Rollout` objects matching an SQL condition over
+    the ``rollouts`` view (for example a learned reward fitting on labelled rollouts).
+    """
+
+    db_path: str
+    load_rollouts: Callable[..., list[Rollout]]
 
 
 class RewardPlugin:
@@ -58,6 +71,10 @@ class RewardPlugin:
     def score_batch(self, rollouts: Sequence[Rollout]) -> list[float | EvaluateResult | dict | None]:
         """Score a group of rollouts (batch mode); the default scores each one pointwise."""
         return [self.score(rollout) for rollout in rollouts]
+
+    def prepare(self, context: ScoringContext) -> None:
+        """Called once per ``agent-rl score`` run, before any rollout is scored, in the scoring
+        process (the state it builds is inherited by worker processes). Default: nothing."""
 
     def fingerprint(self) -> str:
         """A short hash of what changes this reward's output besides the rollout: its parameters."""
