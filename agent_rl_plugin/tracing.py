@@ -29,6 +29,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.plugins import get_plugin_manager
 
@@ -59,7 +60,6 @@ class AgentRLSpanProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self._children: tuple[tuple[SpanProcessor, SpanExporter], ...] = ()
-        self._rollout_attributes: Callable[[], dict[str, Any] | None] = _current_rollout_attributes
 
     def set_children(
         self, children: list[tuple[SpanProcessor, SpanExporter]]
@@ -70,9 +70,11 @@ class AgentRLSpanProcessor(SpanProcessor):
         return old
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
-        attrs = self._rollout_attributes()
+        attrs = _current_rollout_attributes()
         if attrs:
             try:
+                if span.attributes.get(semconv.ROLLOUT_ID) == attrs[semconv.ROLLOUT_ID]:
+                    return  # our own spans carry the ids already
                 span.set_attributes(attrs)
             except Exception:  # never break span creation
                 logger.debug("could not stamp rollout attributes", exc_info=True)
@@ -95,9 +97,11 @@ class AgentRLSpanProcessor(SpanProcessor):
 
 
 def _current_rollout_attributes() -> dict[str, Any] | None:
-    # Imported lazily: instrument.context imports this module.
+    # Imported on first use (instrumentation.context imports this module), then called directly.
+    global _current_rollout_attributes
     from agent_rl_plugin.instrumentation.context import current_rollout_attributes
 
+    _current_rollout_attributes = current_rollout_attributes
     return current_rollout_attributes()
 
 

@@ -124,7 +124,9 @@ def fire_rollout_start(info: RolloutInfo) -> None:
     try:
         from agent_rl_plugin.plugins import get_plugin_manager
 
-        get_plugin_manager().hook.agent_rl_rollout_start(rollout=info)
+        caller = get_plugin_manager().hook.agent_rl_rollout_start
+        if caller.get_hookimpls():  # most processes have none: skip pluggy's call machinery
+            caller(rollout=info)
     except Exception:
         log_failure("an agent_rl_rollout_start hook")
 
@@ -134,7 +136,9 @@ def fire_rollout_end(info: RolloutInfo, status: str, error: BaseException | None
     try:
         from agent_rl_plugin.plugins import get_plugin_manager
 
-        get_plugin_manager().hook.agent_rl_rollout_end(rollout=info, status=status, error=error)
+        caller = get_plugin_manager().hook.agent_rl_rollout_end
+        if caller.get_hookimpls():
+            caller(rollout=info, status=status, error=error)
     except Exception:
         log_failure("an agent_rl_rollout_end hook")
 
