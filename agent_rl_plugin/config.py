@@ -6,6 +6,7 @@ mixin's ``rl_config``), then environment variables, then the defaults below.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Mapping
 
@@ -74,6 +75,12 @@ class RLConfig(BaseModel):
     max_queue_size: int = Field(
         65_536, ge=1, description="Finished spans held in memory before new ones are dropped."
     )
+    rewards: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-reward settings for `agent-rl score`, by reward name: parameters given to "
+        "the reward and its weight, e.g. {\"efficiency\": {\"weight\": 0.5}} (a [rewards.NAME] "
+        "table in the file given to `agent-rl score --config`).",
+    )
 
     @field_validator("db_path", mode="before")
     @classmethod
@@ -100,6 +107,8 @@ class RLConfig(BaseModel):
 
 def _parse_env_value(raw: str, annotation: Any) -> Any:
     text = str(annotation)
+    if raw.lstrip().startswith(("{", "[")):
+        return json.loads(raw)  # structured values (e.g. AGENT_RL_REWARDS) as JSON
     if "dict" in text:
         pairs = [item.split("=", 1) for item in raw.split(",") if "=" in item]
         return {k.strip(): v.strip() for k, v in pairs}

@@ -39,6 +39,9 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "cli_db": "agent_rl_plugin.cli.db",
     "cli_demo": "agent_rl_plugin.cli.demo",
     "cli_plugins": "agent_rl_plugin.cli.plugins_cmd",
+    "cli_score": "agent_rl_plugin.cli.score",
+    "cli_tasks": "agent_rl_plugin.cli.tasks",
+    "cli_label": "agent_rl_plugin.cli.label",
 }
 
 _lock = threading.Lock()

@@ -1,17 +1,38 @@
-"""``agent-rl plugins``: every registered plugin, its version and the hooks it implements."""
+"""``agent-rl plugins``: every registered plugin, its version, the hooks it implements and the
+rewards it registers; then every reward (name, version, mode, source, weight, plugin)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from rich.markup import escape
 
 from agent_rl_plugin import plugins as plugin_registry
 from agent_rl_plugin.cli.common import JsonOption, console, print_json, print_rows
 from agent_rl_plugin.hookspecs import hookimpl
 
+_REWARD_KEYS = ("name", "version", "mode", "source", "weight")
 
-def list_plugins() -> list[dict]:
-    """One entry per plugin: name, built-in or not, version, distribution and hooks."""
+
+def list_rewards() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every registered reward described (with ``plugin`` and ``plugin_version``), and the
+    registration errors by plugin (a duplicate reward name is reported under ``"*"``)."""
+    from agent_rl_plugin.rewards.registry import DuplicateRewardError, collect_registered_rewards
+
+    try:
+        registry = collect_registered_rewards(plugin_registry.get_plugin_manager())
+    except DuplicateRewardError as exc:
+        return [], {"*": str(exc)}
+    rewards = [entry.describe() for _, entry in sorted(registry.rewards.items())]
+    return rewards, registry.errors
+
+
+def list_plugins(rewards: list[dict[str, Any]] | None = None) -> list[dict]:
+    """One entry per plugin: name, built-in or not, version, distribution, hooks and rewards."""
     pm = plugin_registry.get_plugin_manager()
+    if rewards is None:
+        rewards, _ = list_rewards()
     entries = []
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
         if plugin is None:
@@ -25,24 +46,49 @@ def list_plugins() -> list[dict]:
                 "version": plugin_registry.plugin_version(pm, plugin),
                 "distribution": dist[0] if dist else None,
                 "hooks": hooks,
+                "rewards": [{k: r[k] for k in _REWARD_KEYS} for r in rewards if r["plugin"] == name],
             }
         )
     return entries
 
 
 def plugins(json_output: bool = JsonOption) -> None:
-    """List registered plugins (built-ins and those installed through entry points)."""
-    entries = list_plugins()
+    """List registered plugins (built-ins and those installed through entry points) and their rewards."""
+    rewards, reward_errors = list_rewards()
+    entries = list_plugins(rewards)
     if json_output:
-        print_json({"plugins": entries, "load_errors": plugin_registry.load_errors})
+        print_json(
+            {"plugins": entries, "rewards": rewards, "load_errors": plugin_registry.load_errors,
+             "reward_errors": reward_errors}
+        )
         return
     rows = [
-        (e["name"], "built-in" if e["builtin"] else (e["distribution"] or "entry point"), e["version"], ", ".join(e["hooks"]))
+        (
+            e["name"],
+            "built-in" if e["builtin"] else (e["distribution"] or "entry point"),
+            e["version"],
+            ", ".join(e["hooks"]),
+            ", ".join(r["name"] for r in e["rewards"]),
+        )
         for e in entries
     ]
-    print_rows(["plugin", "from", "version", "hooks"], rows, "table", title="plugins")
+    print_rows(["plugin", "from", "version", "hooks", "rewards"], rows, "table", title="plugins")
+    if rewards:
+        print_rows(
+            ["reward", "version", "mode", "source", "weight", "plugin", "plugin_version", "description"],
+            [
+                (r["name"], r["version"], r["mode"], r["source"], r["weight"], r["plugin"], r["plugin_version"],
+                 r["description"])
+                for r in rewards
+            ],
+            "table",
+            title="rewards",
+        )
     for name, error in plugin_registry.load_errors.items():
-        console.print(f"[red]failed to load[/] {name}: {error}")
+        console.print(f"[red]failed to load[/] {escape(name)}: {escape(error)}", highlight=False)
+    for name, error in reward_errors.items():
+        who = "rewards" if name == "*" else f"{name}'s rewards"
+        console.print(f"[red]failed to register[/] {escape(who)}: {escape(error)}", highlight=False)
 
 
 @hookimpl

@@ -58,6 +58,9 @@ class RewardPlugin:
     mode: ClassVar[Mode] = "pointwise"
     source: ClassVar[Source] = "code"
     description: ClassVar[str] = ""
+    #: True when the score depends on human labels: only then does (re)labelling a rollout
+    #: count as a new input for this reward (see :meth:`Rollout.content_hash`).
+    uses_labels: ClassVar[bool] = False
 
     def __init__(self, weight: float | None = None, **params: Any) -> None:
         if weight is not None:
@@ -77,8 +80,11 @@ class RewardPlugin:
         process (the state it builds is inherited by worker processes). Default: nothing."""
 
     def fingerprint(self) -> str:
-        """A short hash of what changes this reward's output besides the rollout: its parameters."""
-        text = json.dumps({"params": self.params, "weight": self.weight}, sort_keys=True, default=repr)
+        """A short hash of what changes this reward's output besides the rollout: its parameters.
+
+        The weight is left out: it changes how scores combine, not the scores themselves.
+        """
+        text = json.dumps({"params": self.params}, sort_keys=True, default=repr)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:

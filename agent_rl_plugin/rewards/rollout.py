@@ -173,9 +173,14 @@ class Rollout(BaseModel):
                 return message["content"]
         return text_of(self.input)
 
-    def content_hash(self) -> str:
-        """sha256 of everything a reward can see: equal hashes mean equal inputs."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+    def content_hash(self, include_labels: bool = True) -> str:
+        """sha256 of everything a reward can see: equal hashes mean equal inputs.
+
+        ``include_labels=False`` leaves out the human label, for rewards that do not read it
+        (labelling a rollout then does not make them score it again).
+        """
+        exclude = None if include_labels else {"label", "label_value"}
+        return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
 _ROLLOUT_COLUMNS = (

@@ -1,0 +1,76 @@
+"""The built-in rewards, one module each (the module name is the reward's ``name``).
+
+=====================  ==========================================================================
+``tool_success``       per tool call +1 success, -1 error, -0.5 empty result; episode = mean
+``answer_quality``     heuristic 0..1: structure (0.3), depth (0.4), similarity to a reference (0.3)
+``coordination``       multi-agent: fewer rounds, consensus (+1 / -0.5), 2 x answer quality, tokens
+``efficiency``         tokens, calls, duration against budgets: mean of min(1, budget / actual)
+``format_compliance``  1/0: the final answer matches a regex or a JSON-schema subset
+``task_completion``    1/0: the final answer matches the ground truth (exact/normalised/numeric/...)
+``rubric_alignment``   -(generated rubric score - ground-truth rubric score)^2
+``human_label``        the latest human label: good 1.0, bad 0.0 (source "human")
+``learned_reward``     logistic regression fitted on human labels: P(good)
+``llm_judge``          LLM-as-a-judge: "Score: N/10" or a group "Ranking: 2 > 1 > 3" (source "llm")
+``syntax_valid``       (sandbox module) the answer's code parses
+``code_execution``     (sandbox module) the answer's code runs in a sandbox
+=====================  ==========================================================================
+
+Each class documents its parameters (constructor keywords, stored in ``params``) and its exact
+scoring rule. :data:`BUILTIN_REWARDS` maps each name to its class.
+"""
+
+from __future__ import annotations
+
+from agent_rl_plugin.rewards.base import RewardPlugin
+from agent_rl_plugin.rewards.builtin.answer_quality import AnswerQuality
+from agent_rl_plugin.rewards.builtin.coordination import Coordination
+from agent_rl_plugin.rewards.builtin.efficiency import Efficiency
+from agent_rl_plugin.rewards.builtin.format_compliance import FormatCompliance
+from agent_rl_plugin.rewards.builtin.human_label import HumanLabel
+from agent_rl_plugin.rewards.builtin.learned_reward import LearnedReward
+from agent_rl_plugin.rewards.builtin.llm_judge import KeywordJudge, LLMJudge
+from agent_rl_plugin.rewards.builtin.rubric_alignment import RubricAlignment
+from agent_rl_plugin.rewards.builtin.task_completion import TaskCompletion
+from agent_rl_plugin.rewards.builtin.tool_success import ToolSuccess
+
+#: Every built-in reward class by its ``name``.
+BUILTIN_REWARDS: dict[str, type[RewardPlugin]] = {
+    cls.name: cls
+    for cls in (
+        ToolSuccess,
+        AnswerQuality,
+        Coordination,
+        Efficiency,
+        FormatCompliance,
+        TaskCompletion,
+        RubricAlignment,
+        HumanLabel,
+        LearnedReward,
+        LLMJudge,
+    )
+}
+
+# --- sandbox rewards (rewards/builtin/syntax_valid.py, code_execution.py) -------------------
+from agent_rl_plugin.rewards.builtin.code_execution import CodeExecution  # noqa: E402
+from agent_rl_plugin.rewards.builtin.syntax_valid import SyntaxValid  # noqa: E402
+
+BUILTIN_REWARDS[SyntaxValid.name] = SyntaxValid
+BUILTIN_REWARDS[CodeExecution.name] = CodeExecution
+# ---------------------------------------------------------------------------------------------
+
+__all__ = [
+    "BUILTIN_REWARDS",
+    "AnswerQuality",
+    "CodeExecution",
+    "Coordination",
+    "Efficiency",
+    "FormatCompliance",
+    "HumanLabel",
+    "KeywordJudge",
+    "LLMJudge",
+    "LearnedReward",
+    "RubricAlignment",
+    "SyntaxValid",
+    "TaskCompletion",
+    "ToolSuccess",
+]

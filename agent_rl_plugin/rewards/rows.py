@@ -1,0 +1,210 @@
+"""Rows of the ``rewards`` table written by ``agent-rl score``: hashing, building, writing.
+
+* :func:`input_hash`: sha256 of what a reward scored: the rollouts' content hashes (one rollout,
+  or a batch-mode group in order), the reward's name and version and its
+  :meth:`~agent_rl_plugin.rewards.base.RewardPlugin.fingerprint`. A row with the same
+  ``(rollout_id, name, input_hash)`` and no error means "already done".
+* :func:`done_keys`: those keys, read from the store for the rollouts about to be scored.
+* :class:`Outcome`: what a worker reports for one rollout (plain data, cheap to pickle).
+* :func:`outcome_rows`: an outcome as rows: the episode row (``step_index`` NULL) and one row per
+  :class:`~agent_rl_plugin.rewards.result.StepOutput`; or one error row (``value`` NULL).
+* :class:`RowWriter`: appends rows in batches, one transaction per batch, through
+  :func:`~agent_rl_plugin.store.connect_writer` (opened on the first batch only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from agent_rl_plugin.rewards.base import RewardPlugin
+
+COLUMNS: tuple[str, ...] = (
+    "reward_id", "rollout_id", "step_index", "name", "value", "label", "reason", "metrics",
+    "plugin", "plugin_version", "source", "input_hash", "created_at", "error", "trace_id", "span_id",
+)
+_SCHEMA = pa.schema(
+    [
+        ("reward_id", pa.string()), ("rollout_id", pa.string()), ("step_index", pa.int32()),
+        ("name", pa.string()), ("value", pa.float64()), ("label", pa.string()), ("reason", pa.string()),
+        ("metrics", pa.string()), ("plugin", pa.string()), ("plugin_version", pa.string()),
+        ("source", pa.string()), ("input_hash", pa.string()), ("created_at", pa.timestamp("us")),
+        ("error", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
+    ]
+)
+MAX_ERROR_CHARS = 2_000
+
+
+def input_hash(content_hashes: Sequence[str], reward: RewardPlugin) -> str:
+    """The ``input_hash`` of a reward over one rollout (or, in batch mode, a whole group)."""
+    text = json.dumps([list(content_hashes), reward.name, str(reward.version), reward.fingerprint()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps`` fallback: numpy scalars and arrays as numbers and lists, others as text."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=json_default, ensure_ascii=False, allow_nan=False)
+
+
+@dataclass
+class StepRow:
+    step_index: int
+    value: float
+    reason: str | None
+    metrics: str  # JSON text
+
+
+@dataclass
+class Outcome:
+    """A reward's verdict on one rollout, as plain data.
+
+    ``status`` is ``"ok"`` (``score`` may be None when only steps were scored), ``"na"`` (not
+    applicable: no row) or ``"error"`` (``error`` says why; ``metrics`` may hold a traceback).
+    """
+
+    status: str
+    score: float | None = None
+    reason: str | None = None
+    metrics: str = "{}"
+    label: str | None = None
+    steps: list[StepRow] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, message: str, traceback_text: str | None = None) -> "Outcome":
+        metrics = dumps({"traceback": traceback_text}) if traceback_text else "{}"
+        return cls("error", error=message[:MAX_ERROR_CHARS], metrics=metrics)
+
+
+@dataclass
+class RowContext:
+    """What every row of one reward over one rollout shares."""
+
+    rollout_id: str
+    name: str
+    plugin: str
+    plugin_version: str
+    source: str
+    input_hash: str
+
+
+def _row(ctx: RowContext, now: datetime, **values: Any) -> dict[str, Any]:
+    row = {
+        "reward_id": str(uuid.uuid4()), "rollout_id": ctx.rollout_id, "step_index": None, "name": ctx.name,
+        "value": None, "label": None, "reason": None, "metrics": "{}", "plugin": ctx.plugin,
+        "plugin_version": ctx.plugin_version, "source": ctx.source, "input_hash": ctx.input_hash,
+        "created_at": now, "error": None, "trace_id": None, "span_id": None,
+    }
+    row.update(values)
+    return row
+
+
+def outcome_rows(ctx: RowContext, outcome: Outcome, step_span_ids: Sequence[str | None] = ()) -> list[dict[str, Any]]:
+    """The rows to write for ``outcome`` (none when not applicable)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    if outcome.status == "na":
+        return []
+    if outcome.status == "error":
+        return [_row(ctx, now, error=outcome.error or "error", metrics=outcome.metrics)]
+    rows = [_row(ctx, now, value=outcome.score, reason=outcome.reason, metrics=outcome.metrics, label=outcome.label)]
+    for step in outcome.steps:
+        span_id = step_span_ids[step.step_index] if step.step_index < len(step_span_ids) else None
+        rows.append(
+            _row(ctx, now, step_index=step.step_index, value=step.value, reason=step.reason, metrics=step.metrics,
+                 span_id=span_id)
+        )
+    return rows
+
+
+def done_keys(
+    connection: duckdb.DuckDBPyConnection, rollout_ids: Sequence[str], names: Sequence[str]
+) -> set[tuple[str, str, str]]:
+    """``(rollout_id, name, input_hash)`` of the episode rows without error of these rollouts."""
+    if not rollout_ids or not names:
+        return set()
+    connection.register("_arl_score_ids", pa.table({"rollout_id": pa.array(list(rollout_ids), pa.string())}))
+    try:
+        rows = connection.execute(
+            "SELECT DISTINCT rollout_id, name, input_hash FROM rewards "
+            "WHERE error IS NULL AND step_index IS NULL AND input_hash IS NOT NULL "
+            "AND list_contains(?, name) AND rollout_id IN (SELECT rollout_id FROM _arl_score_ids)",
+            [list(names)],
+        ).fetchall()
+    finally:
+        connection.unregister("_arl_score_ids")
+    return {(r[0], r[1], r[2]) for r in rows}
+
+
+class RowWriter:
+    """Buffers rows and appends them to ``rewards`` in batches of ``batch_size``.
+
+    Each batch is one transaction. The connection opens with the first batch, so a run that
+    writes nothing never takes the write lock. Use as a context manager (flushes and closes).
+    """
+
+    def __init__(self, db_path: str, batch_size: int = 500) -> None:
+        self.db_path = db_path
+        self.batch_size = max(1, batch_size)
+        self.pending: list[dict[str, Any]] = []
+        self.written = 0
+        self._connection: duckdb.DuckDBPyConnection | None = None
+
+    def add(self, rows: Iterable[dict[str, Any]]) -> None:
+        self.pending.extend(rows)
+        if len(self.pending) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        if self._connection is None:
+            from agent_rl_plugin.store import connect_writer
+
+            self._connection = connect_writer(self.db_path)
+        table = pa.Table.from_pylist(self.pending, schema=_SCHEMA)
+        connection = self._connection
+        connection.register("_arl_new_rewards", table)
+        try:
+            connection.execute("BEGIN TRANSACTION")
+            try:
+                columns = ", ".join(COLUMNS)
+                connection.execute(f"INSERT INTO rewards ({columns}) SELECT {columns} FROM _arl_new_rewards")
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+        finally:
+            connection.unregister("_arl_new_rewards")
+        self.written += len(self.pending)
+        self.pending = []
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def __enter__(self) -> "RowWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
