@@ -34,6 +34,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "otlp_export": "agent_rl_plugin.otlp_plugin",
     "redaction": "agent_rl_plugin.redaction",
     "genai_normalizer": "agent_rl_plugin.store.normalizers",
+    "rewards_builtin": "agent_rl_plugin.rewards.builtin.plugin",
     "cli_query": "agent_rl_plugin.cli.query",
     "cli_traces": "agent_rl_plugin.cli.traces",
     "cli_db": "agent_rl_plugin.cli.db",

@@ -8,6 +8,7 @@ reward (in worker processes, or in-process for ``0``) and writing the rows.
 
     python bench/score_throughput.py                    # 2000 rollouts, workers 2 and 0
     python bench/score_throughput.py -n 500 --workers 4 2 1 0 --db /tmp/bench.duckdb
+    python bench/score_throughput.py --rewards tool_success task_completion answer_quality syntax_valid
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 0])
     parser.add_argument("--db", default=None, help="database file (default: a temporary one)")
+    parser.add_argument("--rewards", nargs="+", default=["bench_exact"],
+                        help="rewards to run together (built-in names work too)")
     args = parser.parse_args()
 
     pm = plugins.new_plugin_manager(load_entry_points=False)
@@ -74,14 +77,14 @@ def main() -> None:
         print(f"recorded {args.rollouts} rollouts into {path} in {seconds:.1f} s")
     results = []
     for workers in args.workers:
-        report = score(path, rewards=["bench_exact"], workers=workers, rescore=True, pm=pm)
-        stats = report.rewards["bench_exact"]
+        report = score(path, rewards=args.rewards, workers=workers, rescore=True, pm=pm)
         line = {
             "workers": workers,
+            "rewards": args.rewards,
             "rollouts": report.rollouts,
-            "scored": stats.scored,
-            "not_applicable": stats.not_applicable,
-            "errors": stats.errors,
+            "scored": sum(s.scored for s in report.rewards.values()),
+            "not_applicable": sum(s.not_applicable for s in report.rewards.values()),
+            "errors": sum(s.errors for s in report.rewards.values()),
             "elapsed_s": round(report.elapsed_s, 3),
             "rollouts_per_s": round(report.rollouts_per_s, 1),
             "timings_s": {k: round(v, 3) for k, v in report.timings.items()},

@@ -8,12 +8,14 @@ processes, 1-2 s timeouts) so the suite stays safe and quick on a loaded 2-core 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
-import signal
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -583,6 +585,7 @@ def test_caller_death_kills_the_code(tmp_path):
         print("start", flush=True)
         run_python("import os, time\\nif os.fork() == 0:\\n    time.sleep(60)\\ntime.sleep(60)", timeout_s=60)
     """))
+    dirs_before = set(Path(sandbox._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*"))
     caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert caller.stdout.readline() == b"start\n"
@@ -594,6 +597,32 @@ def test_caller_death_kills_the_code(tmp_path):
         caller.wait(10)
         caller.stdout.close()
     assert wait_until(lambda: not [pid for pid in running if pid in processes_with("arl-sandbox-")], 5)
+    # the killed caller could not remove its working directory; it is unlocked now, so the
+    # sweep (with no minimum age here) removes it
+    left = set(Path(sandbox._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*")) - dirs_before
+    assert len(left) == 1
+    sandbox.sweep_stale_workdirs(min_age_s=0)
+    assert not any(path.exists() for path in left)
+
+
+def test_sweep_removes_only_unlocked_old_workdirs():
+    base = sandbox._workdir_base(os.geteuid() == 0)
+    stale, locked, fresh = (tempfile.mkdtemp(prefix="arl-sandbox-", dir=base) for _ in range(3))
+    old = time.time() - 2 * sandbox.STALE_AFTER_S
+    for path in (stale, locked):
+        Path(path, "main.py").write_text("x = 1\n")
+        os.utime(path, (old, old))
+    fd = os.open(locked, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert sandbox.sweep_stale_workdirs() >= 1
+        assert not os.path.exists(stale)
+        assert os.path.exists(locked) and os.path.exists(fresh)
+    finally:
+        os.close(fd)
+        for path in (stale, locked, fresh):
+            if os.path.exists(path):
+                shutil.rmtree(path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ class RewardPlugin:
     #: True when the score depends on human labels: only then does (re)labelling a rollout
     #: count as a new input for this reward (see :meth:`Rollout.content_hash`).
     uses_labels: ClassVar[bool] = False
+    #: False for rewards that need setting up first (e.g. a model fitted on labels): they run
+    #: only when named (``agent-rl score --plugin NAME``), not in a plain ``agent-rl score``.
+    run_by_default: ClassVar[bool] = True
 
     def __init__(self, weight: float | None = None, **params: Any) -> None:
         if weight is not None:

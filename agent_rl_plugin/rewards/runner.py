@@ -124,10 +124,11 @@ class ScoreReport:
 
 
 def select_rewards(registry: dict[str, RegisteredReward], names: Sequence[str] | None) -> dict[str, RegisteredReward]:
-    """The rewards named (all when ``names`` is None). A name is a reward's name, or the name of
-    a plugin, meaning all its rewards; unknown names raise :class:`UnknownRewardError`."""
+    """The rewards named (when ``names`` is None: every reward whose ``run_by_default`` is true).
+    A name is a reward's name, or the name of a plugin, meaning all its rewards; unknown names
+    raise :class:`UnknownRewardError`."""
     if names is None:
-        return dict(registry)
+        return {n: entry for n, entry in registry.items() if getattr(entry.reward, "run_by_default", True)}
     chosen: dict[str, RegisteredReward] = {}
     unknown = []
     for name in names:

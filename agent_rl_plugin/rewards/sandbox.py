@@ -18,15 +18,16 @@ The code really runs, in a fresh interpreter, with these layers (each one is tes
   and stays as its *supervisor*. ``preexec_fn`` is not used because it is not safe in a parent
   with threads (the scoring runner and the exporters have threads).
 * **Namespaces** (when available, decided once per process by a probe run, see
-  :func:`sandbox_info`): ``unshare --net --pid --fork --kill-child --mount-proc`` (util-linux).
-  The new *network* namespace has only a loopback interface, which is down: every connection
-  fails (even to ``127.0.0.1``). The *PID* namespace makes the supervisor its init: when it
-  exits (the user process ended) or is killed (timeout), the kernel kills every process left
-  in it, including ones that left the process group with ``setsid()``. The private *mount*
-  namespace gets fresh small ``tmpfs`` mounts over the world-writable directories (``/tmp``,
-  ``/var/tmp``, ``/dev/shm``, ``/run/lock``) and a size-limited ``tmpfs`` as the working
-  directory (at the same path), so even a write that gets around the audit hook lands in a
-  throw-away file system.
+  :func:`sandbox_info`): ``unshare --net --pid --fork --kill-child --mount-proc`` (util-linux;
+  not root: the same inside ``--user --map-root-user``, where the launcher then drops every
+  capability). The new *network* namespace has only a loopback interface, which is down: every
+  connection fails, even to ``127.0.0.1``. The *PID* namespace makes the supervisor its init:
+  when the supervisor exits (the user process ended) or is killed (timeout), the kernel kills
+  every process left in it, including ones that left the process group with ``setsid()``. The
+  private *mount* namespace gets fresh small ``tmpfs`` mounts over the world-writable
+  directories (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``) and a ``max_disk_mb``
+  ``tmpfs`` as the working directory (at the same path), so even a write that gets around the
+  audit hook lands in a throw-away file system.
 * **Unprivileged user.** Running as root, the launcher drops to ``SANDBOX_UID``/``SANDBOX_GID``
   (65534, nobody/nogroup) with no supplementary groups and sets ``PR_SET_NO_NEW_PRIVS`` (set-uid
   programs cannot raise privileges again). This is what makes the project directory, ``$HOME``
@@ -34,10 +35,11 @@ The code really runs, in a fresh interpreter, with these layers (each one is tes
   effective (the kernel does not apply it to root). The interpreter must be readable by that
   user: the probe picks the first of ``$AGENT_RL_SANDBOX_PYTHON``, ``sys.executable`` and
   ``/usr/bin/python3`` (etc.) that works (a pyenv interpreter under ``/root`` does not).
-* **rlimits** in the user process: ``RLIMIT_CPU`` (soft ``cpu_s``, then SIGKILL one second
-  later), ``RLIMIT_AS`` (``memory_mb``: allocations fail with ``MemoryError``),
-  ``RLIMIT_NPROC`` (``max_processes``), ``RLIMIT_FSIZE`` (``max_file_mb``), ``RLIMIT_NOFILE``
-  and ``RLIMIT_CORE = 0``; the process also runs at ``nice`` 10.
+* **rlimits** in the user process: ``RLIMIT_CPU`` (soft ``cpu_s``: SIGXCPU, then SIGKILL one
+  second later), ``RLIMIT_AS`` (``memory_mb``: allocations fail with ``MemoryError``),
+  ``RLIMIT_NPROC`` (``max_processes``), ``RLIMIT_FSIZE`` (``max_file_mb``: ``OSError: File too
+  large``), ``RLIMIT_NOFILE`` (:data:`MAX_OPEN_FILES`) and ``RLIMIT_CORE = 0``; it also runs at
+  ``nice`` 10, so the caller stays responsive.
 * **Audit hook** (:pep:`578`), installed in the user process before its code runs: refuses
   ``open`` for writing/creating, ``os.remove``/``rename``/``mkdir``/``rmdir``/``chmod``/
   ``symlink``/``link``/``utime``/``truncate``..., ``shutil`` and ``sqlite3.connect`` outside
@@ -45,36 +47,43 @@ The code really runs, in a fresh interpreter, with these layers (each one is tes
   ``subprocess``, ``os.exec*``, ``os.posix_spawn``); ``ctypes``; signals to processes outside
   its own process group; and, with ``network=False``, ``socket.connect``/``bind``/``sendto``
   and name resolution. It is the only network barrier where namespaces are unavailable
-  (``SandboxResult.network_mechanism`` says which was used). An audit hook is *not* a security
-  boundary on its own (crafted bytecode, ``_posixsubprocess`` or C extensions that open files
-  themselves get around it); the uid, the namespaces and the rlimits are.
+  (``SandboxResult.network_mechanism`` says which was used).
 * **Wall-clock timeout, killed as a whole.** The parent reads stdout/stderr (each capped to
   ``max_output_bytes``, keeping the head and the tail) with its own deadline; at
-  ``timeout_s`` it sends SIGKILL to the whole process group (and so the PID namespace dies),
-  then reaps. Every wait has a bound, so a run cannot hang the caller. A pipe from the parent
-  (the *lifeline*) tells the supervisor when the caller died (for example a scoring worker
-  killed at its own timeout): it then kills the code at once.
+  ``timeout_s`` it SIGKILLs the namespace's init (the whole PID namespace dies) and the process
+  group, then reaps, every wait bounded: a run cannot hang the caller. The supervisor is a
+  *child subreaper*: after the code ends (or is stopped) it kills every descendant left, even
+  in another session, which also covers the case without a PID namespace. A pipe from the
+  parent (the *lifeline*) tells the supervisor when the caller died (e.g. a scoring worker
+  killed at its own timeout, which cannot reach this new session): it kills the code at once.
 
 Limits: reads are not restricted (the code can read every world-readable file, such as the
-project's sources); ``RLIMIT_NPROC`` counts *all* processes of the sandbox uid on the machine
-(other sandboxes running at the same time, or anything else running as nobody, use up the same
-budget, so a fork bomb in one sandbox makes ``fork`` fail in a concurrent one); ``RLIMIT_AS``
-limits virtual memory (each thread reserves its stack, so many threads fail early) and tmpfs
-pages are not counted in it; without namespaces (not root, no user namespaces), writes to
-world-writable directories and network access are only stopped by the audit hook, and
-processes that call ``setsid()`` escape the timeout kill. Output still buffered in the process
-when it is killed is lost.
+project's sources). ``RLIMIT_NPROC`` counts *all* processes of the sandbox uid on the machine:
+concurrent sandboxes, or anything else running as nobody, share the budget (a fork bomb in one
+sandbox makes ``fork`` fail in a concurrent one; a busy nobody daemon lowers it). ``RLIMIT_AS``
+limits virtual memory (each thread reserves its stack, so many threads fail early); tmpfs pages
+are not counted in it. The audit hook is *not* a security boundary: Python code can tamper with
+it (frames reach the launcher's state, modules can be monkeypatched), crafted bytecode,
+``_posixsubprocess`` or C extensions that open files themselves (``dbm``) get around it, and
+``os.open(..., dir_fd=...)`` is not checked (its audit event has no ``dir_fd``); the uid, the
+namespaces and the rlimits are the boundary. Without namespaces (not root and no user
+namespaces), writes to world-writable directories (``/tmp``) and network access are stopped
+only by the audit hook, and without the uid drop (not root) nothing but the hook keeps the
+code from the caller's files. Without the mount namespace the working directory is on disk:
+only ``RLIMIT_FSIZE`` (per file) and the timeout bound what the code writes there. Output
+still buffered in the process when it is killed is lost.
 """
 
 from __future__ import annotations
 
-import errno
+import fcntl
 import json
 import math
 import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -228,9 +237,14 @@ try:
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         setup_failed("prctl(PR_SET_NO_NEW_PRIVS) failed: %s" % os.strerror(ctypes.get_errno()))
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of the code come to the supervisor
-    libc = None
+    # no ctypes left for the code: not in sys.modules, not in these globals (frames reach them)
+    del libc, ctypes
+    if cfg["mount"]:
+        del mount
     for name in [m for m in sys.modules if m in ("ctypes", "_ctypes") or m.startswith("ctypes.")]:
         del sys.modules[name]
+    import gc
+    gc.collect()
 except SystemExit:
     raise
 except BaseException as exc:
@@ -597,14 +611,72 @@ def _runtime(python: str | None) -> _Runtime:
                     continue
                 if result.exit_code == 0 and result.stdout.strip() == "ok":
                     _RUNTIMES[python] = runtime
+                    sweep_stale_workdirs()
                     return runtime
                 failures.append(
                     f"{candidate} {'+'.join(namespaces) or 'no namespaces'}: {result.reason}"
                 )
         who = f"uid {uid}" if root else "this user"
-        message = f"no Python interpreter can run sandboxed code as {who}: " + "; ".join(failures[-6:])
+        message = (
+            f"no Python interpreter can run sandboxed code as {who} (set AGENT_RL_SANDBOX_PYTHON to one whose "
+            f"standard library that user can read, e.g. /usr/bin/python3): " + "; ".join(failures[-6:])
+        )
         _RUNTIME_ERRORS[python] = message
         raise SandboxError(message)
+
+
+_WORKDIR_PREFIX = "arl-sandbox-"
+#: Working directories left unlocked this long (seconds) are removed by the sweep.
+STALE_AFTER_S = 300.0
+
+
+def _workdir_base(dropping_privileges: bool) -> str:
+    """Where working directories go: ``/tmp`` when dropping privileges (the sandbox user must be
+    able to reach it; ``$TMPDIR`` may be inside a directory only the caller can enter), else
+    the usual temporary directory."""
+    if dropping_privileges and os.path.isdir("/tmp"):
+        return "/tmp"
+    return tempfile.gettempdir()
+
+
+def sweep_stale_workdirs(min_age_s: float = STALE_AFTER_S) -> int:
+    """Remove working directories that their run left behind: a caller killed with SIGKILL (a
+    scoring worker at its timeout) cannot clean up. A directory in use is locked (``flock``,
+    released by the kernel when its process dies) and is never touched; only unlocked ones not
+    modified for ``min_age_s`` go. Runs once per process with the probe; returns the count."""
+    removed = 0
+    now = time.time()
+    bases = {_workdir_base(os.geteuid() == 0), tempfile.gettempdir()}
+    for base in bases:
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.startswith(_WORKDIR_PREFIX):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age_s
+                    or info.st_uid not in (os.geteuid(), SANDBOX_UID)):
+                continue
+            try:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # in use
+            try:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += not os.path.exists(entry.path)
+            finally:
+                os.close(fd)
+    return removed
 
 
 def sandbox_info(python: str | None = None, *, network: bool = False) -> dict:
@@ -750,11 +822,10 @@ def _execute(
     if not isolate_network:
         namespaces.discard("net")
     mount = "mount" in namespaces
-    # under /tmp when dropping privileges: the sandbox user must be able to reach it ($TMPDIR
-    # may point into a directory only the caller can enter)
-    base = "/tmp" if runtime.uid is not None and os.path.isdir("/tmp") else None
-    workdir = tempfile.mkdtemp(prefix="arl-sandbox-", dir=base)
-    fds: list[int] = []
+    workdir = tempfile.mkdtemp(prefix=_WORKDIR_PREFIX, dir=_workdir_base(runtime.uid is not None))
+    # locked while in use: a caller killed before its clean-up leaves it unlocked for the sweep
+    fds: list[int] = [os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)]
+    fcntl.flock(fds[0], fcntl.LOCK_EX)
     proc: subprocess.Popen | None = None
     stdin_file = None
     try:

@@ -11,8 +11,8 @@
 ``human_label``        the latest human label: good 1.0, bad 0.0 (source "human")
 ``learned_reward``     logistic regression fitted on human labels: P(good)
 ``llm_judge``          LLM-as-a-judge: "Score: N/10" or a group "Ranking: 2 > 1 > 3" (source "llm")
-``syntax_valid``       (sandbox module) the answer's code parses
-``code_execution``     (sandbox module) the answer's code runs in a sandbox
+``syntax_valid``       1/0: every Python code block of the answer parses
+``code_execution``     1/0: the answer's code (and the task's tests) runs in a sandbox
 =====================  ==========================================================================
 
 Each class documents its parameters (constructor keywords, stored in ``params``) and its exact
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from agent_rl_plugin.rewards.base import RewardPlugin
 from agent_rl_plugin.rewards.builtin.answer_quality import AnswerQuality
+from agent_rl_plugin.rewards.builtin.code_execution import CodeExecution
 from agent_rl_plugin.rewards.builtin.coordination import Coordination
 from agent_rl_plugin.rewards.builtin.efficiency import Efficiency
 from agent_rl_plugin.rewards.builtin.format_compliance import FormatCompliance
@@ -30,6 +31,7 @@ from agent_rl_plugin.rewards.builtin.human_label import HumanLabel
 from agent_rl_plugin.rewards.builtin.learned_reward import LearnedReward
 from agent_rl_plugin.rewards.builtin.llm_judge import KeywordJudge, LLMJudge
 from agent_rl_plugin.rewards.builtin.rubric_alignment import RubricAlignment
+from agent_rl_plugin.rewards.builtin.syntax_valid import SyntaxValid
 from agent_rl_plugin.rewards.builtin.task_completion import TaskCompletion
 from agent_rl_plugin.rewards.builtin.tool_success import ToolSuccess
 
@@ -47,16 +49,10 @@ BUILTIN_REWARDS: dict[str, type[RewardPlugin]] = {
         HumanLabel,
         LearnedReward,
         LLMJudge,
+        SyntaxValid,
+        CodeExecution,
     )
 }
-
-# --- sandbox rewards (rewards/builtin/syntax_valid.py, code_execution.py) -------------------
-from agent_rl_plugin.rewards.builtin.code_execution import CodeExecution  # noqa: E402
-from agent_rl_plugin.rewards.builtin.syntax_valid import SyntaxValid  # noqa: E402
-
-BUILTIN_REWARDS[SyntaxValid.name] = SyntaxValid
-BUILTIN_REWARDS[CodeExecution.name] = CodeExecution
-# ---------------------------------------------------------------------------------------------
 
 __all__ = [
     "BUILTIN_REWARDS",

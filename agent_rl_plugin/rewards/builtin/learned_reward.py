@@ -101,6 +101,7 @@ class LearnedReward(RewardPlugin):
     """
 
     uses_labels = True  # its metrics mark the labelled rollouts
+    run_by_default = False  # needs labels first: `agent-rl score --plugin learned_reward`
     name = "learned_reward"
     version = "1"
     weight = 1.0
