@@ -190,7 +190,12 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["rollouts_run"] == 16
     rows = summary["rows"]
-    assert rows["rollouts"] == 16 and rows["rewards"] == 16 and rows["events"] == 16
+    assert rows["rollouts"] == 16 and rows["events"] == 16
+    # the agent's own reward, plus the built-in reward plugins' episode and step rows
+    scoring = {r["name"]: r for r in summary["scoring"]["rewards"]}
+    assert summary["scoring"]["ok"] is True
+    assert scoring["task_completion"]["scored"] == 16 and scoring["tool_success"]["scored"] == 16
+    assert rows["rewards"] == 16 + sum(r["scored"] + r["step_rows"] for r in scoring.values())
     assert rows["tool_calls"] >= 16 * 3 and rows["llm_calls"] >= 16 * 4
     assert 0 < summary["correct"] < 16  # a stochastic agent: groups differ
     assert time.perf_counter() - started < 180

@@ -1,9 +1,10 @@
 """``agent-rl demo``: the project's main job, end to end, on this machine, with no network.
 
 Today it runs the example tool-using agent over a few tasks in groups, records every run into
-DuckDB, rewards each rollout against its ground truth, and prints what landed (counts, the
-rollouts, one rollout as a tree) and SQL to try next. Training on these rollouts joins the demo
-with the training release.
+DuckDB (the agent rewards itself against the ground truth too), scores every rollout with the
+built-in reward plugins, and prints what landed (counts, the groups, the rewards, one rollout as
+a tree) and SQL to try next. Training on these rollouts joins the demo with the training
+release.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agent_rl_plugin.hookspecs import hookimpl
 
 NEXT_QUERIES = (
     "select tool_name, count(*) as calls, count(error) as errors from tool_calls group by tool_name",
+    "select rollout_id, step_index, name, value, reason from rewards where name = 'tool_success' and value < 1 limit 10",
     "select task_id, avg(total_reward) as accuracy, count(*) as rollouts from rollouts group by task_id order by task_id",
     "select rollout_id, step_index, kind, name, status from steps where rollout_id = (select min(rollout_id) from rollouts) order by step_index",
 )
@@ -50,11 +52,16 @@ def demo(
         bar = progress.add_task("rollouts", total=total)
         results = asyncio.run(run_groups(task_list, group_size, seed, on_done=lambda _: progress.advance(bar)))
     tracing.flush()
-    tracing.shutdown()  # releases the database file for the reads below
+    tracing.shutdown()  # releases the database file for scoring and the reads below
+    from agent_rl_plugin.rewards.runner import score
+
+    ids_list = [r.rollout_id for r in results]
+    report = score(path, rollout_ids=ids_list, workers=2, timeout_s=30.0)
     elapsed = time.perf_counter() - started
     ids = ", ".join(f"'{r.rollout_id}'" for r in results)
     summary = landed(path, ids)
     summary.update(
+        scoring=report.to_dict(),
         database=os.path.abspath(path),
         rollouts_run=len(results),
         correct=sum(r.correct for r in results),
@@ -66,7 +73,7 @@ def demo(
         return
     console.print(
         f"[bold green]Recorded {len(results)} rollouts[/] of {len(task_list)} tasks × {group_size} "
-        f"into {summary['database']} in {elapsed:.1f} s; {summary['correct']} answered correctly."
+        f"into {summary['database']} and scored them in {elapsed:.1f} s; {summary['correct']} answered correctly."
     )
     print_rows(["what landed", "rows"], list(summary["rows"].items()), title="this run")
     columns, rows = run_query(
@@ -75,6 +82,14 @@ def demo(
         f"round(avg(duration_ms), 1) as mean_ms from rollouts where rollout_id in ({ids}) group by task_id order by task_id",
     )
     print_rows(columns, rows, title="groups (one per task)")
+    columns, rows = run_query(
+        path,
+        "select name, source, count(*) filter (where step_index is null) as episodes, "
+        "count(*) filter (where step_index is not null) as step_rows, round(avg(value) filter (where step_index is null), 3) as mean, "
+        "count(error) as errors from rewards "
+        f"where rollout_id in ({ids}) group by name, source order by source, name",
+    )
+    print_rows(columns, rows, title="rewards (emitted by the agent, and from the built-in reward plugins)")
     example = min(results, key=lambda r: (r.correct, r.rollout_id))
     console.print(f"\n[bold]One rollout[/] (agent-rl traces show {example.rollout_id[:8]}):")
     from agent_rl_plugin.cli.traces import show_trace
