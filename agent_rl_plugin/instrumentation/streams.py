@@ -65,32 +65,23 @@ class GeneratorProxy(_ProxyBase, Generator):  # type: ignore[misc]
         return self.send(None)
 
     def send(self, value: Any) -> Any:
-        record = self._record
-        if record is None or self._inner.gi_running:
+        if self._record is None or self._inner.gi_running:
             return self._inner.send(value)
-        tokens = record.activate()
-        try:
-            chunk = self._inner.send(value)
-        except StopIteration:
-            self._end("exhausted")
-            raise
-        except BaseException as exc:
-            self._end(_outcome_of(exc), exc)
-            raise
-        else:
-            record.add_chunk(chunk)
-        finally:
-            record.deactivate(tokens)
-        return chunk
+        return self._resume(self._inner.send, value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         args = (typ,) if val is None and tb is None else (typ, val, tb)
-        record = self._record
-        if record is None or self._inner.gi_running:
+        if self._record is None or self._inner.gi_running:
             return self._inner.throw(*args)
+        return self._resume(self._inner.throw, *args)
+
+    def _resume(self, method: Any, *args: Any) -> Any:
+        """Run one resume of the wrapped generator inside the call's context."""
+        record = self._record
+        assert record is not None
         tokens = record.activate()
         try:
-            chunk = self._inner.throw(*args)
+            chunk = method(*args)
         except StopIteration:
             self._end("exhausted")
             raise
@@ -152,32 +143,23 @@ class AsyncGeneratorProxy(_ProxyBase, AsyncGenerator):  # type: ignore[misc]
         return self.asend(None)
 
     async def asend(self, value: Any) -> Any:
-        record = self._record
-        if record is None or self._inner.ag_running:
+        if self._record is None or self._inner.ag_running:
             return await self._inner.asend(value)
-        tokens = record.activate()
-        try:
-            chunk = await self._inner.asend(value)
-        except StopAsyncIteration:
-            self._end("exhausted")
-            raise
-        except BaseException as exc:
-            self._end(_outcome_of(exc), exc)
-            raise
-        else:
-            record.add_chunk(chunk)
-        finally:
-            record.deactivate(tokens)
-        return chunk
+        return await self._resume(self._inner.asend, value)
 
     async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         args = (typ,) if val is None and tb is None else (typ, val, tb)
-        record = self._record
-        if record is None or self._inner.ag_running:
+        if self._record is None or self._inner.ag_running:
             return await self._inner.athrow(*args)
+        return await self._resume(self._inner.athrow, *args)
+
+    async def _resume(self, method: Any, *args: Any) -> Any:
+        """Await one resume of the wrapped async generator inside the call's context."""
+        record = self._record
+        assert record is not None
         tokens = record.activate()
         try:
-            chunk = await self._inner.athrow(*args)
+            chunk = await method(*args)
         except StopAsyncIteration:
             self._end("exhausted")
             raise
