@@ -27,6 +27,11 @@ import pytest
 
 from agent_rl_plugin.rewards import sandbox
 from agent_rl_plugin.rewards.sandbox import SandboxError, SandboxResult, run_python, sandbox_info
+from agent_rl_plugin.rewards.sandbox import process as sandbox_process
+from agent_rl_plugin.rewards.sandbox import runtime as sandbox_runtime
+from agent_rl_plugin.rewards.sandbox import settings as sandbox_settings
+from agent_rl_plugin.rewards.sandbox import streams as sandbox_streams
+from agent_rl_plugin.rewards.sandbox import workdirs as sandbox_workdirs
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox needs Linux")
 
@@ -430,16 +435,18 @@ def test_os_layers_hold_without_the_audit_hook(tmp_path, info):
                 out[path] = type(exc).__name__
         print(json.dumps(out))
     """).replace("TARGETS", json.dumps(targets))
-    runtime = sandbox._runtime(None)
-    limits = sandbox._Limits(timeout_s=20, cpu_s=20, memory_mb=256, max_processes=64, max_file_mb=1,
-                             max_disk_mb=8, max_output_bytes=10000)
+    runtime = sandbox_runtime._runtime(None)
+    limits = sandbox_settings._Limits(timeout_s=20, cpu_s=20, memory_mb=256, max_processes=64, max_file_mb=1,
+                                      max_disk_mb=8, max_output_bytes=10000)
     try:
-        result = sandbox._execute(runtime, program, limits, isolate_network=True, audit_network=True, stdin=None,
-                                  audit=False)
+        result = sandbox_process._execute(runtime, program, limits, isolate_network=True, audit_network=True,
+                                          stdin=None, audit=False)
         assert "no-audit-hook" in result.mechanisms
         seen = json.loads(result.stdout)
         for path in targets[1:3]:  # the project directory, $HOME
-            assert seen[path] == "PermissionError"
+            # under a scratch directory (a clone in /tmp), the private tmpfs hides it entirely
+            hidden = "mount" in info["namespaces"] and path.startswith(tuple(d + "/" for d in sandbox.SCRATCH_DIRS))
+            assert seen[path] in (("PermissionError", "FileNotFoundError") if hidden else ("PermissionError",))
         # a root-owned directory under /tmp: not writable, or not even there (private /tmp)
         assert seen[targets[3]] in ("PermissionError", "FileNotFoundError")
         if "mount" in info["namespaces"]:
@@ -585,7 +592,7 @@ def test_caller_death_kills_the_code(tmp_path):
         print("start", flush=True)
         run_python("import os, time\\nif os.fork() == 0:\\n    time.sleep(60)\\ntime.sleep(60)", timeout_s=60)
     """))
-    dirs_before = set(Path(sandbox._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*"))
+    dirs_before = set(Path(sandbox_workdirs._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*"))
     caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert caller.stdout.readline() == b"start\n"
@@ -599,14 +606,14 @@ def test_caller_death_kills_the_code(tmp_path):
     assert wait_until(lambda: not [pid for pid in running if pid in processes_with("arl-sandbox-")], 5)
     # the killed caller could not remove its working directory; it is unlocked now, so the
     # sweep (with no minimum age here) removes it
-    left = set(Path(sandbox._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*")) - dirs_before
+    left = set(Path(sandbox_workdirs._workdir_base(os.geteuid() == 0)).glob("arl-sandbox-*")) - dirs_before
     assert len(left) == 1
     sandbox.sweep_stale_workdirs(min_age_s=0)
     assert not any(path.exists() for path in left)
 
 
 def test_sweep_removes_only_unlocked_old_workdirs():
-    base = sandbox._workdir_base(os.geteuid() == 0)
+    base = sandbox_workdirs._workdir_base(os.geteuid() == 0)
     stale, locked, fresh = (tempfile.mkdtemp(prefix="arl-sandbox-", dir=base) for _ in range(3))
     old = time.time() - 2 * sandbox.STALE_AFTER_S
     for path in (stale, locked):
@@ -632,8 +639,8 @@ def test_sweep_removes_only_unlocked_old_workdirs():
 
 @pytest.fixture
 def no_namespaces(monkeypatch, info):
-    runtime = sandbox._runtime(None)
-    monkeypatch.setitem(sandbox._RUNTIMES, None, replace(runtime, unshare=None, namespaces=()))
+    runtime = sandbox_runtime._runtime(None)
+    monkeypatch.setitem(sandbox_runtime._RUNTIMES, None, replace(runtime, unshare=None, namespaces=()))
     return runtime
 
 
@@ -673,7 +680,7 @@ def test_interrupted_run_still_cleans_up(monkeypatch):
         wait_until(lambda: len(set(processes_with("arl-sandbox-")) - before) >= 2, 10)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sandbox._Reader, "read_until", interrupted)
+    monkeypatch.setattr(sandbox_streams._Reader, "read_until", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_python("import time\ntime.sleep(60)", timeout_s=60)
     assert wait_until(lambda: not set(processes_with("arl-sandbox-")) - before, 5)
