@@ -11,7 +11,7 @@ groups) are registered through these same hooks, listed in
 :data:`agent_rl_plugin.plugins.DEFAULT_PLUGINS`.
 
 Hooks are grouped by lifecycle: set-up (called by :func:`agent_rl_plugin.configure`), per span
-(called on the export path, keep them cheap), per rollout, and command line.
+(called on the export path, keep them cheap), per rollout, advantages, and command line.
 """
 
 from __future__ import annotations
@@ -102,6 +102,26 @@ def agent_rl_register_rewards(register: Callable[[Any], None], config: "RLConfig
 
     Call ``register(reward)`` with a ``RewardPlugin`` instance or a function decorated with
     ``agent_rl_plugin.rewards.reward``. Used by ``agent-rl score`` and ``agent-rl plugins``.
+    """
+
+
+# --- advantages ---------------------------------------------------------------------------
+@hookspec(firstresult=True)
+def agent_rl_state_key(step: dict[str, Any]) -> str | None:
+    """Return the GiGPO state key of one agent action (an LLM step), or ``None`` to pass.
+
+    Called by :func:`agent_rl_plugin.rl.steps_for_gigpo` for each LLM step whose span has no
+    recorded ``agent_rl.state.key`` (a recorded key always wins and this hook is not called).
+    Actions of one group with equal keys form a GiGPO step group, so the key should name the
+    state the agent acted on. ``step`` is a dict with ``rollout_id``, ``task_id``,
+    ``group_id``, ``step_index`` (in the steps view), ``action_index`` (0-based among the
+    rollout's LLM steps), ``name``, ``input`` (the LLM input messages, JSON text),
+    ``observation`` (what the agent acted on: the output of the latest tool step before it,
+    else the rollout's input), ``observation_source`` (``"tool"``, ``"rollout_input"``,
+    ``"llm_input"`` or ``"none"``) and ``state_key`` (``None`` here). The first non-``None``
+    result wins; the built-in ``rl_state_keys`` plugin (``trylast``) returns a hash of
+    ``observation``, so returning ``None`` falls back to it. It is called once per step without
+    a recorded key, so keep it cheap.
     """
 
 

@@ -43,6 +43,11 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "cli_score": "agent_rl_plugin.cli.score",
     "cli_tasks": "agent_rl_plugin.cli.tasks",
     "cli_label": "agent_rl_plugin.cli.label",
+    "cli_dataset": "agent_rl_plugin.cli.dataset",
+    "cli_rollouts": "agent_rl_plugin.cli.rollouts",
+    "cli_import": "agent_rl_plugin.cli.import_cmd",
+    "rl_state_keys": "agent_rl_plugin.rl.state_keys",
+    "cli_advantages": "agent_rl_plugin.cli.advantages",
 }
 
 _lock = threading.Lock()

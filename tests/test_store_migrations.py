@@ -28,6 +28,7 @@ FROZEN = {
     "0002_rewards": "a3aaea626125b5b2",
     "0003_views_v1": "52a1b9f697ae7637",
     "0004_tasks_labels": "fc40bb0aefc9c3fa",
+    "0005_advantages": "f7d221ef5959ae6d",
 }
 
 

@@ -24,6 +24,7 @@ from agent_rl_plugin.store.exporter import DuckDBSpanExporter, collect_normalize
 from agent_rl_plugin.store.migrations import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
+    TABLE_NAMES,
     Migration,
     applied_migrations,
     list_migrations,
@@ -32,8 +33,6 @@ from agent_rl_plugin.store.migrations import (
 )
 from agent_rl_plugin.store.views import VIEW_NAMES
 
-#: The tables the store creates (views are in :data:`VIEW_NAMES`).
-TABLE_NAMES: tuple[str, ...] = ("spans", "rewards", "tasks", "labels")
 
 __all__ = [
     "DuckDBSpanExporter",

@@ -25,6 +25,9 @@ from agent_rl_plugin.store.views import VIEWS_V1
 
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
+#: The tables the migrations create, in the order they appear (views are in views.VIEW_NAMES).
+TABLE_NAMES: tuple[str, ...] = ("spans", "rewards", "tasks", "labels", "advantages")
+
 Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
 
 
@@ -192,6 +195,52 @@ CREATE TABLE labels (
 COMMENT ON TABLE labels IS 'Human labels from `agent-rl label` (append-only; the latest row per rollout counts).';
 {_comments("labels", _LABELS_COMMENTS)}"""
 
+_ADVANTAGES_COMMENTS = {
+    "advantage_id": "Unique id of the row (uuid text).",
+    "run_id": "One computation (agent-rl advantages compute): every row it wrote shares this id.",
+    "method": "grpo, rloo, dr_grpo or gigpo.",
+    "parameters": "JSON object of everything the values depend on: method settings (scale, epsilon, omega, "
+    "gamma, mode, baseline, terminal_reward), --where, reward names and weights.",
+    "rollout_id": "The rollout (trajectory) the advantage belongs to.",
+    "group_id": "Group the advantage is relative to (the rollout's group_id, else its task_id, else the rollout).",
+    "step_index": "NULL for episode-level methods (one row per rollout); for gigpo the steps view's step_index "
+    "of the LLM step (action) the row belongs to.",
+    "action_index": "gigpo: 0-based position of the action among the rollout's LLM steps; NULL otherwise.",
+    "value": "The advantage: for gigpo episode_advantage + omega * step_advantage.",
+    "episode_advantage": "gigpo: A_E, the episode return relative to its group; NULL otherwise.",
+    "step_advantage": "gigpo: A_S, the step's discounted return relative to its step group (before omega).",
+    "reward": "The reward the advantage was computed from: the combined episode reward (episode methods), "
+    "or the episode return R (gigpo).",
+    "step_return": "gigpo: the discounted return G_t = sum_k gamma^k r_(t+k) from this action.",
+    "state_key": "gigpo: the state key grouping this action with others of its group.",
+    "step_group_size": "gigpo: how many actions share this action's step group (1: A_S is 0).",
+    "input_hash": "sha256 (first 16 hex) of the inputs (ids, keys, rewards in a canonical order): equal "
+    "inputs and parameters give equal values.",
+    "created_at": "When the run wrote the row, UTC.",
+}
+
+ADVANTAGES_SQL = f"""CREATE TABLE advantages (
+    advantage_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    method VARCHAR NOT NULL,
+    parameters JSON,
+    rollout_id VARCHAR NOT NULL,
+    group_id VARCHAR,
+    step_index INTEGER,
+    action_index INTEGER,
+    value DOUBLE NOT NULL,
+    episode_advantage DOUBLE,
+    step_advantage DOUBLE,
+    reward DOUBLE,
+    step_return DOUBLE,
+    state_key VARCHAR,
+    step_group_size INTEGER,
+    input_hash VARCHAR,
+    created_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE advantages IS 'Advantages computed by `agent-rl advantages compute` (GRPO, RLOO, Dr. GRPO per rollout; GiGPO per action), one run_id per computation.';
+{_comments("advantages", _ADVANTAGES_COMMENTS)}"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -202,6 +251,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         VIEWS_V1_SQL,
     ),
     Migration("0004_tasks_labels", "Tables tasks (ground truth) and labels (human labels).", TASKS_AND_LABELS_SQL),
+    Migration("0005_advantages", "Table advantages: GRPO, RLOO, Dr. GRPO and GiGPO advantages per run.", ADVANTAGES_SQL),
 )
 
 _lock = threading.Lock()

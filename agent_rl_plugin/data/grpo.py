@@ -1,0 +1,143 @@
+"""GRPO groups: one row per group with ``prompt``, ``completions``, ``rewards``, ``advantages``.
+
+A group is the rollouts sharing a ``group_id`` (else a ``task_id``); the row holds the shared
+prompt (the first rollout's; groups whose rollouts saw different prompts are reported), every
+rollout's completion (oldest first), their combined rewards and their GRPO advantages from
+:func:`agent_rl_plugin.rl.grpo_advantages` (TRL's ``scale_rewards`` meaning).
+
+Rules: groups smaller than ``min_group_size`` (default 2: a group of one has nothing to be
+compared with, and TRL's GRPO needs several completions per prompt) are dropped and reported;
+groups whose rewards are all equal keep advantages of exactly 0 and are reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agent_rl_plugin.data.episodes import episode_rows
+from agent_rl_plugin.data.report import BuildReport, DatasetError
+from agent_rl_plugin.data.sql import arrow, open_store, registered
+
+SMALL_GROUP = "in a group smaller than min_group_size"
+GRPO_COLUMNS = ("prompt", "completions", "rewards", "advantages")
+EXTRA_COLUMNS = ("group_id", "task_id", "rollout_ids")
+
+
+def _advantages(rewards: np.ndarray, group_keys: list[Any], rollout_ids: list[str], scale: str) -> np.ndarray:
+    from agent_rl_plugin.rl.grpo import grpo_advantages
+
+    try:
+        return np.asarray(grpo_advantages(rewards, group_keys, scale=scale, rollout_ids=rollout_ids), dtype=float)
+    except ValueError as exc:
+        raise DatasetError(f"GRPO advantages: {exc}") from None
+
+
+def grpo_table(
+    connection: Any,
+    where: str | None = None,
+    sql: str | None = None,
+    weights: Mapping[str, float] | Sequence[str] | None = None,
+    report: BuildReport | None = None,
+    min_group_size: int = 2,
+    scale: str = "group",
+    extra_columns: bool = True,
+) -> pa.Table:
+    """The GRPO group rows as an Arrow table (see :func:`build_grpo_dataset`)."""
+    if min_group_size < 1:
+        raise DatasetError(f"min_group_size must be >= 1, got {min_group_size}")
+    report = report if report is not None else BuildReport()
+    report.kind = "grpo"
+    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report).table
+    episodes = episodes.append_column("ordinal", pa.array(np.arange(episodes.num_rows), pa.int64()))
+    keys = episodes.column("group_key")
+    counts = pc.value_counts(keys)
+    small = counts.filter(pc.less(counts.field("counts"), min_group_size)).field("values")
+    in_small = pc.is_in(keys, value_set=small)
+    n_small = pc.sum(in_small).as_py() or 0
+    if n_small:
+        report.leave_out(
+            f"{SMALL_GROUP} ({min_group_size})",
+            episodes.filter(in_small).column("rollout_id").slice(0, 3).to_pylist(),
+            count=n_small,
+        )
+        report.extra["dropped_groups"] = len(small)
+    kept = episodes.filter(pc.invert(in_small))
+    advantages = _advantages(
+        kept.column("reward").to_numpy(zero_copy_only=False).astype(float),
+        kept.column("group_key").to_pylist(),
+        kept.column("rollout_id").to_pylist(),
+        scale,
+    )
+    kept = kept.append_column("advantage", pa.array(advantages, pa.float64()))
+    with registered(connection, kept, "grpo") as k:
+        table = arrow(
+            connection,
+            f"""
+            SELECT first(prompt ORDER BY ordinal) AS prompt,
+                   list(completion ORDER BY ordinal) AS completions,
+                   list(reward ORDER BY ordinal) AS rewards,
+                   list(advantage ORDER BY ordinal) AS advantages,
+                   group_key AS group_id,
+                   first(task_id ORDER BY ordinal) AS task_id,
+                   list(rollout_id ORDER BY ordinal) AS rollout_ids,
+                   count(DISTINCT prompt) > 1 AS mixed_prompts,
+                   min(reward) = max(reward) AS all_equal,
+                   min(ordinal) AS first_ordinal
+            FROM {k}
+            GROUP BY group_key
+            ORDER BY first_ordinal
+            """,
+        )
+    n_groups = table.num_rows
+    mixed = pc.sum(table.column("mixed_prompts")).as_py() or 0
+    equal = pc.sum(table.column("all_equal")).as_py() or 0
+    if mixed:
+        report.note(f"{mixed} group(s) mix rollouts with different prompts: the first rollout's prompt is used")
+    if equal:
+        report.note(f"{equal} group(s) have all-equal rewards: their advantages are 0 (no learning signal)")
+    report.extra["zero_advantage_groups"] = int(equal)
+    report.groups = n_groups
+    report.mean_group_size = round(kept.num_rows / n_groups, 3) if n_groups else 0.0
+    report.rows = n_groups
+    if n_groups == 0 and report.rollouts:
+        raise DatasetError(
+            f"none of the {report.rollouts} matching rollouts formed a GRPO group: "
+            + ", ".join(f"{n} {reason}" for reason, n in report.left_out.items()),
+            "give rollouts a group_id (rollout(group_id=...)) with several rollouts per group, "
+            "or lower --min-group-size",
+        )
+    columns = list(GRPO_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
+    return table.select(columns)
+
+
+def build_grpo_dataset(
+    db_or_connection: Any,
+    where: str | None = None,
+    sql: str | None = None,
+    weights: Mapping[str, float] | Sequence[str] | None = None,
+    *,
+    min_group_size: int = 2,
+    scale: str = "group",
+    report: BuildReport | None = None,
+    extra_columns: bool = True,
+):
+    """GRPO groups (``prompt``, ``completions``, ``rewards``, ``advantages``) as a
+    ``datasets.Dataset``, one row per group (group_id, else task_id).
+
+    ``scale`` is passed to :func:`agent_rl_plugin.rl.grpo_advantages` (``group``, ``batch`` or
+    ``none``). ``extra_columns`` adds group_id, task_id and rollout_ids. For TRL's
+    ``GRPOTrainer`` (which generates its own completions) take the prompts:
+    ``ds.select_columns(["prompt"])``. Other arguments as :func:`build_kto_dataset`.
+    """
+    import datasets
+
+    with open_store(db_or_connection) as connection:
+        table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns)
+    return datasets.Dataset(table)
+
+
+__all__ = ["build_grpo_dataset", "grpo_table"]

@@ -1,0 +1,298 @@
+"""The SQL the dataset builders share: opening the store, selecting rollouts, normalising chat
+messages, and combining episode rewards, all inside DuckDB (results come back as Arrow).
+
+Messages are normalised to one fixed Arrow type, :data:`MESSAGE_TYPE`::
+
+    {role, content, tool_calls: [{id, type: "function", function: {name, arguments}}],
+     tool_call_id, name}
+
+``content`` is text (``""`` when absent; a list of parts becomes the concatenation of its text
+parts; any other JSON value its JSON text); ``tool_calls`` is ``NULL`` when the message has none,
+and ``arguments`` is JSON text (what chat templates and the OpenAI API expect). Both the
+OpenAI-style form (``{"role", "content", "tool_calls": [{"id", "name", "arguments"}]}`` or
+``{"function": {"name", "arguments"}}``) and the GenAI ``parts`` form (``text``, ``tool_call``,
+``tool_call_response`` parts) are read. Messages that are not valid JSON (a value cut at the
+attribute size limit) read as an empty list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from typing import Any, Iterator, Mapping, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.data.report import BuildReport, DatasetError
+from agent_rl_plugin.store.views import LLM_CONDITION
+
+_counter = itertools.count()
+
+_MESSAGE_SCHEMA = (
+    '[{"role": "VARCHAR", "content": "JSON", '
+    '"tool_calls": [{"id": "VARCHAR", "name": "VARCHAR", "arguments": "VARCHAR", '
+    '"function": {"name": "VARCHAR", "arguments": "VARCHAR"}}], '
+    '"tool_call_id": "VARCHAR", "name": "VARCHAR", "parts": "JSON[]"}]'
+)
+
+# A typed tool call of the schema above (OpenAI nested or flat form); VARCHAR arguments hold
+# the JSON text whether they were recorded as a string or as an object.
+_TOOL_CALL = (
+    "struct_pack(id := t.id, type := 'function', function := struct_pack("
+    "name := coalesce(t.function.name, t.name, ''), arguments := coalesce(t.function.arguments, t.arguments, '{}')))"
+)
+# A GenAI ``tool_call`` part (JSON).
+_PART_CALL = (
+    "struct_pack(id := p->>'id', type := 'function', function := struct_pack("
+    "name := coalesce(p->>'name', ''), arguments := coalesce(p->>'arguments', '{}')))"
+)
+
+
+def attr(key: str, column: str = "attributes") -> str:
+    """SQL for the text of one span attribute."""
+    return f"{column}->>'$.\"{key}\"'"
+
+
+def messages_sql(expr: str) -> str:
+    """SQL turning ``expr`` (JSON text or JSON holding a list of messages) into a list of
+    normalised message structs (see the module docstring). Never fails: bad JSON gives ``[]``."""
+    text_part = "coalesce(p->>'text', p->>'content')"
+    parts_text = (
+        "nullif(array_to_string(list_filter(list_transform(m.parts, lambda p: CASE p->>'type' "
+        "WHEN 'text' THEN p->>'content' WHEN 'tool_call_response' THEN p->>'response' END), "
+        "lambda s: s IS NOT NULL), ''), '')"
+    )
+    content = (
+        "coalesce(CASE json_type(m.content) WHEN 'VARCHAR' THEN m.content->>'$' WHEN 'NULL' THEN NULL "
+        f"WHEN 'ARRAY' THEN array_to_string(list_filter(list_transform(from_json(m.content, '[\"JSON\"]'), "
+        f"lambda p: {text_part}), lambda s: s IS NOT NULL), '') "
+        f"ELSE CAST(m.content AS VARCHAR) END, {parts_text}, '')"
+    )
+    part_calls = "list_filter(m.parts, lambda p: p->>'type' = 'tool_call')"
+    tool_calls = (
+        f"CASE WHEN len(m.tool_calls) > 0 THEN list_transform(m.tool_calls, lambda t: {_TOOL_CALL}) "
+        f"WHEN len(m.parts) > 0 AND len({part_calls}) > 0 THEN list_transform({part_calls}, lambda p: {_PART_CALL}) END"
+    )
+    tool_call_id = (
+        "coalesce(m.tool_call_id, CASE WHEN len(m.parts) > 0 THEN "
+        "list_filter(m.parts, lambda p: p->>'type' = 'tool_call_response')[1]->>'id' END)"
+    )
+    return (
+        f"coalesce(list_transform(try(from_json({expr}, '{_MESSAGE_SCHEMA}')), lambda m: struct_pack("
+        f"role := coalesce(m.role, 'user'), content := {content}, tool_calls := {tool_calls}, "
+        f"tool_call_id := {tool_call_id}, name := m.name)), [])"
+    )
+
+
+def text_of_sql(expr: str) -> str:
+    """SQL for a JSON value as text: a string is itself, an object with a string ``content``
+    (or a single string field) that string, anything else its JSON text."""
+    return (
+        f"CASE json_type({expr}) WHEN 'VARCHAR' THEN {expr}->>'$' "
+        f"WHEN 'OBJECT' THEN coalesce(CASE WHEN json_type({expr}->'$.content') = 'VARCHAR' THEN {expr}->>'$.content' END, "
+        f"CASE WHEN len(json_keys({expr})) = 1 AND json_type(({expr}->'$.*')[1]) = 'VARCHAR' "
+        f"THEN ({expr}->>'$.*')[1] END, CAST({expr} AS VARCHAR)) "
+        f"ELSE CAST({expr} AS VARCHAR) END"
+    )
+
+
+def arrow(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run ``sql`` and return the result as an Arrow table."""
+    relation = connection.sql(sql)
+    return (getattr(relation, "to_arrow_table", None) or relation.arrow)()  # duckdb 2 / 1.x
+
+
+@contextlib.contextmanager
+def open_store(db_or_connection: Any) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A reading connection: ``db_or_connection`` itself when it is a DuckDB connection (left
+    open), else :func:`~agent_rl_plugin.store.open_reader` on the path (closed afterwards)."""
+    if isinstance(db_or_connection, duckdb.DuckDBPyConnection):
+        yield db_or_connection
+        return
+    from agent_rl_plugin.store import open_reader
+
+    connection = open_reader(os.fspath(db_or_connection))
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def registered(connection: duckdb.DuckDBPyConnection, table: pa.Table, stem: str) -> Iterator[str]:
+    """Register ``table`` under a fresh name for the duration of the block; yields the name."""
+    name = f"_arl_ds_{stem}_{os.getpid()}_{next(_counter)}"
+    connection.register(name, table)
+    try:
+        yield name
+    finally:
+        connection.unregister(name)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _filter_text(where: str | None, sql: str | None) -> str:
+    if sql:
+        return f"the query {sql!r}"
+    return f"where {where!r}" if where else "the store (it holds no rollouts)"
+
+
+_SELECT_COLUMNS = "rollout_id, task_id, group_id, start_time, status, input, output, n_llm_calls"
+
+
+def select_rollouts(
+    connection: duckdb.DuckDBPyConnection, where: str | None = None, sql: str | None = None
+) -> pa.Table:
+    """The chosen rollouts (oldest first) with the columns the builders need.
+
+    ``where``: an SQL condition over the ``rollouts`` view. ``sql``: a full read-only query
+    returning a ``rollout_id`` column (its rollouts are taken). Raises :class:`DatasetError` for
+    a bad query or when nothing matches.
+    """
+    if where and sql:
+        raise DatasetError("give either where or sql, not both")
+    if sql:
+        from agent_rl_plugin.store import is_read_only_sql
+
+        try:
+            read_only = is_read_only_sql(sql)
+        except duckdb.Error as exc:
+            raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
+        if not read_only:
+            raise DatasetError("the query must only read (SELECT ...): it would change the database")
+        inner = sql.strip().rstrip(";")
+        try:
+            columns = [c.lower() for c in connection.sql(f"SELECT * FROM ({inner}) AS _q LIMIT 0").columns]
+        except duckdb.Error as exc:
+            raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
+        if "rollout_id" not in columns:
+            raise DatasetError(
+                f"the query must return a rollout_id column (it returns {', '.join(columns) or 'nothing'})",
+                "e.g. --sql \"select rollout_id from rewards where name = 'correct' and value = 1\"",
+            )
+        query = (
+            f"SELECT {_SELECT_COLUMNS} FROM rollouts WHERE rollout_id IN "
+            f"(SELECT CAST(_q.rollout_id AS VARCHAR) FROM ({inner}) AS _q) "
+            "ORDER BY start_time, rollout_id"
+        )
+    else:
+        condition = f" WHERE ({where})" if where else ""
+        query = f"SELECT {_SELECT_COLUMNS} FROM rollouts{condition} ORDER BY start_time, rollout_id"
+    try:
+        table = arrow(connection, query)
+    except duckdb.Error as exc:
+        what = "the query" if sql else "where"
+        hint = None if sql else (
+            "columns of the rollouts view: rollout_id, task_id, group_id, status, total_reward, "
+            "n_llm_calls, ... (see docs/schema.md)"
+        )
+        raise DatasetError(f"SQL error in {what}: {first_line(exc)}", hint) from None
+    if table.num_rows == 0:
+        raise DatasetError(
+            f"no rollouts match {_filter_text(where, sql)}",
+            "check the filter with: agent-rl query \"select rollout_id, task_id, status from rollouts\"",
+        )
+    return table
+
+
+def normalize_weights(weights: Mapping[str, float] | Sequence[str] | None) -> dict[str, float] | None:
+    """``None`` (every reward, weight 1), a list of names (weight 1 each) or ``{name: weight}``."""
+    if weights is None:
+        return None
+    if isinstance(weights, str):
+        weights = [weights]
+    if not isinstance(weights, Mapping):
+        weights = {str(name): 1.0 for name in weights}
+    out: dict[str, float] = {}
+    for name, weight in weights.items():
+        try:
+            value = float(weight)
+        except (TypeError, ValueError):
+            raise DatasetError(f"weight of reward {name!r} must be a number, got {weight!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise DatasetError(f"weight of reward {name!r} must be finite, got {weight!r}")
+        out[str(name)] = value
+    if not out:
+        raise DatasetError("no reward names given")
+    return out
+
+
+def combined_rewards(
+    connection: duckdb.DuckDBPyConnection,
+    selected: str,
+    weights: Mapping[str, float] | None,
+    report: BuildReport | None = None,
+) -> pa.Table:
+    """``(rollout_id, reward, n_rewards)`` for the rollouts in the registered table ``selected``.
+
+    Per (rollout_id, name) the latest non-error episode row counts (emitted rewards of one name
+    are summed, as in the ``rollouts`` view); the combination is sum(w * r) / sum(w) over the
+    names a rollout has (:meth:`~agent_rl_plugin.rewards.RewardEngine.combine`'s rule). A NaN or
+    infinite value raises :class:`DatasetError` naming the rollout. Rollouts without any
+    usable reward are absent from the result.
+    """
+    name_filter = ""
+    weight_table = pa.table({"name": pa.array([], pa.string()), "weight": pa.array([], pa.float64())})
+    if weights is not None:
+        weight_table = pa.table({"name": list(weights), "weight": list(weights.values())})
+        name_filter = "AND name IN (SELECT name FROM {w})"
+    with registered(connection, weight_table, "weights") as w:
+        per_name = arrow(
+            connection,
+            f"""
+            SELECT rollout_id, name,
+                   CASE WHEN bool_and(source = 'emitted') THEN sum(value)
+                        ELSE arg_max(value, created_at) END AS value
+            FROM rewards
+            WHERE step_index IS NULL AND error IS NULL AND value IS NOT NULL
+              AND rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)}
+            GROUP BY rollout_id, name
+            """,
+        )
+        values = per_name.column("value")
+        bad = pc.invert(pc.is_finite(values)) if per_name.num_rows else None
+        if bad is not None and pc.any(bad).as_py():
+            row = per_name.filter(bad).slice(0, 1).to_pylist()[0]
+            raise DatasetError(
+                f"reward {row['name']!r} of rollout {row['rollout_id']} is {row['value']} (NaN or infinite)",
+                "fix or re-score that reward, or leave it out with --reward NAME",
+            )
+        if report is not None:
+            report.reward_names = sorted(set(per_name.column("name").to_pylist())) if per_name.num_rows < 2_000_000 else []
+        with registered(connection, per_name, "per_name") as p:
+            weight = "coalesce(w.weight, 1.0)" if weights is None else "w.weight"
+            return arrow(
+                connection,
+                f"""
+                SELECT p.rollout_id,
+                       sum({weight} * p.value) / nullif(sum({weight}), 0) AS reward,
+                       count(*) AS n_rewards
+                FROM {p} p LEFT JOIN {w} w ON w.name = p.name
+                GROUP BY p.rollout_id
+                HAVING sum({weight}) <> 0
+                """,
+            )
+
+
+LLM_WHERE = LLM_CONDITION
+INPUT_MESSAGES = attr(sc.GEN_AI_INPUT_MESSAGES)
+OUTPUT_MESSAGES = attr(sc.GEN_AI_OUTPUT_MESSAGES)
+
+__all__ = [
+    "arrow",
+    "attr",
+    "combined_rewards",
+    "messages_sql",
+    "normalize_weights",
+    "open_store",
+    "registered",
+    "select_rollouts",
+    "text_of_sql",
+]

@@ -1,0 +1,207 @@
+"""Step rows for GiGPO: one row per agent action (LLM call) with its advantage.
+
+* ``prompt``: the messages the LLM saw (its ``input_messages``, normalised);
+* ``completion``: its output message(s);
+* ``advantage``: from :func:`agent_rl_plugin.rl.gigpo_advantages` over
+  :func:`agent_rl_plugin.rl.steps_for_gigpo` of the same rollouts (default), or read from the
+  ``advantages`` table (``from_table=True`` or a ``run_id``: that run's rows; without a run id,
+  the latest run that covers the selected rollouts). A row of the table with a NULL
+  ``step_index`` (an episode advantage) applies to every step of its rollout;
+* ``old_logprobs``: the behaviour policy's token log-probs when the LLM span carries them in
+  ``agent_rl.logprobs`` (a JSON list of numbers), else null;
+* ``rollout_id``, ``group_id``, ``task_id``, ``step_index`` (of the ``steps`` view),
+  ``state_key``.
+
+Steps that get no advantage are left out and reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agent_rl_plugin.data.report import BuildReport, DatasetError
+from agent_rl_plugin.data.sql import (
+    arrow,
+    attr,
+    messages_sql,
+    normalize_weights,
+    open_store,
+    registered,
+    select_rollouts,
+)
+
+#: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
+LOGPROBS_ATTRIBUTE = "agent_rl.logprobs"
+NO_ADVANTAGE = "no advantage for this step"
+STEP_COLUMNS = ("prompt", "completion", "advantage", "old_logprobs")
+EXTRA_COLUMNS = ("rollout_id", "group_id", "task_id", "step_index", "state_key")
+
+
+def _llm_steps(connection: Any, sel: str) -> pa.Table:
+    logprobs = attr(LOGPROBS_ATTRIBUTE, "sp.attributes")
+    return arrow(
+        connection,
+        f"""
+        SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key,
+               {messages_sql('s.input')} AS prompt,
+               {messages_sql('s.output')} AS completion,
+               try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs
+        FROM steps s
+        JOIN {sel} r ON r.rollout_id = s.rollout_id
+        LEFT JOIN spans sp ON sp.span_id = s.span_id AND sp.trace_id = s.trace_id
+        WHERE s.kind = 'llm'
+        ORDER BY r.start_time, s.rollout_id, s.step_index
+        """,
+    )
+
+
+def _computed_advantages(
+    connection: Any, sel: str, steps: pa.Table, reward_names: list[str] | None, params: Mapping[str, Any]
+) -> pa.Table:
+    """(rollout_id, step_index, advantage) from gigpo_advantages over steps_for_gigpo."""
+    from agent_rl_plugin.rl import gigpo_advantages, steps_for_gigpo
+
+    where = f"rollout_id IN (SELECT rollout_id FROM {sel})"
+    try:
+        gigpo_steps = steps_for_gigpo(connection, where=where, reward_names=reward_names)
+        from agent_rl_plugin.rl.gigpo import as_arrow_table
+
+        gigpo_steps = as_arrow_table(gigpo_steps)
+        values = np.asarray(gigpo_advantages(gigpo_steps, **dict(params)), dtype=float)
+    except (ValueError, TypeError) as exc:
+        raise DatasetError(f"GiGPO advantages: {exc}") from None
+    return pa.table(
+        {
+            "rollout_id": gigpo_steps.column("trajectory_id").cast(pa.string()),
+            "step_index": gigpo_steps.column("step_index").cast(pa.int64()),
+            "advantage": pa.array(values, pa.float64()),
+        }
+    )
+
+
+def _table_advantages(connection: Any, sel: str, run_id: str | None, report: BuildReport) -> pa.Table:
+    """(rollout_id, step_index, advantage) from the ``advantages`` table."""
+    try:
+        if run_id is None:
+            found = arrow(
+                connection,
+                f"SELECT run_id FROM advantages WHERE rollout_id IN (SELECT rollout_id FROM {sel}) "
+                "ORDER BY created_at DESC LIMIT 1",
+            )
+            if found.num_rows == 0:
+                raise DatasetError(
+                    "the advantages table has no rows for these rollouts",
+                    "compute them first, or build without --from-table",
+                )
+            run_id = found.column("run_id")[0].as_py()
+        report.extra["advantages_run_id"] = run_id
+        escaped = str(run_id).replace("'", "''")
+        return arrow(
+            connection,
+            f"""
+            SELECT rollout_id, CAST(step_index AS BIGINT) AS step_index, arg_max(value, created_at) AS advantage
+            FROM advantages
+            WHERE run_id = '{escaped}' AND rollout_id IN (SELECT rollout_id FROM {sel})
+            GROUP BY rollout_id, step_index
+            """,
+        )
+    except DatasetError:
+        raise
+    except Exception as exc:  # duckdb.CatalogException when the table does not exist yet
+        raise DatasetError(f"cannot read the advantages table: {str(exc).splitlines()[0]}") from None
+
+
+def step_table(
+    connection: Any,
+    where: str | None = None,
+    sql: str | None = None,
+    weights: Mapping[str, float] | Sequence[str] | None = None,
+    report: BuildReport | None = None,
+    *,
+    from_table: bool = False,
+    run_id: str | None = None,
+    gigpo: Mapping[str, Any] | None = None,
+    extra_columns: bool = True,
+) -> pa.Table:
+    """The step rows as an Arrow table (see :func:`build_step_dataset`)."""
+    report = report if report is not None else BuildReport()
+    report.kind = "steps"
+    selected = select_rollouts(connection, where=where, sql=sql)
+    report.rollouts = selected.num_rows
+    weight_map = normalize_weights(weights)
+    with registered(connection, selected, "selected") as sel:
+        steps = _llm_steps(connection, sel)
+        if steps.num_rows == 0:
+            raise DatasetError(
+                f"the {selected.num_rows} matching rollouts have no LLM calls: there are no steps",
+                "record LLM calls (record_llm_call, or an instrumented client)",
+            )
+        if from_table or run_id is not None:
+            advantages = _table_advantages(connection, sel, run_id, report)
+        else:
+            advantages = _computed_advantages(
+                connection, sel, steps, list(weight_map) if weight_map else None, gigpo or {}
+            )
+        ordered = steps.append_column("ordinal", pa.array(np.arange(steps.num_rows), pa.int64()))
+        with registered(connection, ordered, "steps") as s, registered(connection, advantages, "adv") as a:
+            joined = arrow(
+                connection,
+                f"""
+                SELECT s.*, coalesce(exact.advantage, episode.advantage) AS advantage
+                FROM {s} s
+                LEFT JOIN {a} exact ON exact.rollout_id = s.rollout_id AND exact.step_index = s.step_index
+                LEFT JOIN {a} episode ON episode.rollout_id = s.rollout_id AND episode.step_index IS NULL
+                ORDER BY s.ordinal
+                """,
+            )
+    missing = pc.is_null(joined.column("advantage"))
+    n_missing = pc.sum(missing).as_py() or 0
+    if n_missing:
+        report.leave_out(NO_ADVANTAGE, joined.filter(missing).column("rollout_id").slice(0, 3).to_pylist(), count=n_missing)
+    table = joined.filter(pc.invert(missing))
+    bad = pc.invert(pc.is_finite(table.column("advantage")))
+    if table.num_rows and pc.any(bad).as_py():
+        row = table.filter(bad).slice(0, 1).to_pylist()[0]
+        raise DatasetError(f"advantage of rollout {row['rollout_id']} step {row['step_index']} is {row['advantage']}")
+    report.rows = table.num_rows
+    report.extra["steps_with_logprobs"] = int(pc.sum(pc.is_valid(table.column("old_logprobs"))).as_py() or 0)
+    if table.num_rows == 0:
+        raise DatasetError(f"no step got an advantage ({n_missing} LLM steps)", "check --run-id / --from-table")
+    columns = list(STEP_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
+    return table.select(columns)
+
+
+def build_step_dataset(
+    db_or_connection: Any,
+    where: str | None = None,
+    sql: str | None = None,
+    weights: Mapping[str, float] | Sequence[str] | None = None,
+    *,
+    from_table: bool = False,
+    run_id: str | None = None,
+    gigpo: Mapping[str, Any] | None = None,
+    report: BuildReport | None = None,
+    extra_columns: bool = True,
+):
+    """Step rows (``prompt``, ``completion``, ``advantage``, ``old_logprobs``) as a
+    ``datasets.Dataset``, one row per LLM call of the selected rollouts.
+
+    ``gigpo``: keyword arguments of :func:`agent_rl_plugin.rl.gigpo_advantages` (omega, gamma,
+    mode, epsilon, baseline). ``weights``: the reward names passed to ``steps_for_gigpo``.
+    ``from_table`` / ``run_id``: read the advantages from the ``advantages`` table instead.
+    """
+    import datasets
+
+    with open_store(db_or_connection) as connection:
+        table = step_table(
+            connection, where, sql, weights, report,
+            from_table=from_table, run_id=run_id, gigpo=gigpo, extra_columns=extra_columns,
+        )
+    return datasets.Dataset(table)
+
+
+__all__ = ["LOGPROBS_ATTRIBUTE", "build_step_dataset", "step_table"]

@@ -1,0 +1,390 @@
+"""Reading advantage inputs from the store with SQL: episode rewards and GiGPO steps.
+
+* :func:`episode_rewards` (for GRPO, RLOO, Dr. GRPO): one row per selected rollout with its
+  group and its combined episode reward.
+* :func:`steps_for_gigpo`: one row per agent action (LLM step) with its group, trajectory,
+  action position, state key, step reward and episode reward.
+
+Shared rules (``docs/advantages.md`` has the full text):
+
+* the selection is ``where``, an SQL condition over the ``rollouts`` view; the group of a
+  rollout is its ``group_id``, else its ``task_id``, else the rollout alone;
+* reward rows count when they have a value and no error; of several rows for the same
+  (rollout, step, name) the latest (``created_at``) counts; ``reward_names`` keeps only those
+  names (default: all);
+* episode rewards (``step_index`` NULL) are combined per rollout by
+  :meth:`agent_rl_plugin.rewards.RewardEngine.combine` (weighted mean over the rewards present);
+  step rewards credited to one action are summed, each times its weight;
+* a NaN or infinite reward raises :class:`AdvantageInputError` naming the rollout; rollouts
+  without a usable episode reward are left out and listed in the report.
+
+Each function returns a pyarrow Table; :func:`table_report` reads the report (counts of what
+was left out or defaulted) stored in the table's schema metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+import duckdb
+import pluggy
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agent_rl_plugin.rewards.engine import RewardEngine
+from agent_rl_plugin.rl import state_keys
+
+REPORT_KEY = b"agent_rl.report"
+WHERE_HINT = "--where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
+MAX_EXAMPLES = 5
+
+
+class AdvantageInputError(ValueError):
+    """The stored data cannot give advantages (bad SQL, NaN reward, no rewards...); ``hint``
+    says what to do."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _arrow(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+    relation = connection.sql(sql, params=list(params) or None)
+    return (getattr(relation, "to_arrow_table", None) or relation.arrow)()  # duckdb 2 / 1.x
+
+
+def table_report(table: pa.Table) -> dict[str, Any]:
+    """The report stored in ``table``'s schema metadata by :func:`episode_rewards` or
+    :func:`steps_for_gigpo` (``{}`` when there is none)."""
+    raw = (table.schema.metadata or {}).get(REPORT_KEY)
+    return json.loads(raw) if raw else {}
+
+
+def _with_report(table: pa.Table, report: dict[str, Any]) -> pa.Table:
+    return table.replace_schema_metadata({REPORT_KEY: json.dumps(report).encode()})
+
+
+class _Selection:
+    """The selected rollouts registered as ``_arl_adv_sel`` (and the reward rows that count as
+    ``_arl_adv_latest``) for the duration of a ``with`` block."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, where: str | None, reward_names: Sequence[str] | None,
+                 weights: Mapping[str, float] | None) -> None:
+        self.connection = connection
+        self.where = where
+        self.reward_names = list(reward_names) if reward_names else None
+        self.engine = RewardEngine(weights)
+        self.registered: list[str] = []
+
+    def register(self, name: str, table: pa.Table) -> None:
+        self.connection.register(name, table)
+        self.registered.append(name)
+
+    def __enter__(self) -> "_Selection":
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def _enter(self) -> "_Selection":
+        sql = ("SELECT rollout_id, coalesce(group_id, task_id, rollout_id) AS group_id, task_id, input "
+               "FROM rollouts" + (f" WHERE ({self.where})" if self.where else ""))
+        try:
+            self.rollouts = _arrow(self.connection, sql)
+        except duckdb.Error as exc:
+            raise AdvantageInputError(f"bad --where {self.where!r}: {str(exc).splitlines()[0]}", WHERE_HINT) from None
+        self.register("_arl_adv_sel", self.rollouts)
+        names = self.reward_names
+        self.register("_arl_adv_names", pa.table({"name": pa.array(names or [], pa.string())}))
+        name_filter = "AND name IN (SELECT name FROM _arl_adv_names)" if names else ""
+        self.latest = _arrow(
+            self.connection,
+            f"""SELECT rollout_id, step_index, name, value
+                FROM rewards
+                WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel)
+                  AND value IS NOT NULL AND error IS NULL {name_filter}
+                QUALIFY row_number() OVER (PARTITION BY rollout_id, step_index, name
+                                           ORDER BY created_at DESC, reward_id DESC) = 1""",
+        )
+        self.register("_arl_adv_latest", self.latest)
+        bad = _arrow(
+            self.connection,
+            "SELECT rollout_id, name, step_index, value FROM _arl_adv_latest "
+            "WHERE isnan(value) OR isinf(value) ORDER BY rollout_id, name LIMIT 1",
+        ).to_pylist()
+        if bad:
+            row = bad[0]
+            where = "episode" if row["step_index"] is None else f"step {row['step_index']}"
+            raise AdvantageInputError(
+                f"reward {row['name']!r} of rollout {row['rollout_id']} ({where}) is {row['value']}",
+                "fix or re-score that reward (agent-rl score --rescore), or leave it out with --where or --reward",
+            )
+        if names:
+            present = set(self.latest.column("name").to_pylist())
+            absent = [n for n in names if n not in present]
+            if absent:
+                known = sorted(present) or ["none"]
+                raise AdvantageInputError(
+                    f"no usable reward named {', '.join(map(repr, absent))} in the selected rollouts "
+                    f"(present: {', '.join(known)})",
+                    "score them first (agent-rl score), or pick --reward among the names present",
+                )
+        weights = pa.table({
+            "name": pa.array(list(self.engine.weights), pa.string()),
+            "weight": pa.array(list(self.engine.weights.values()), pa.float64()),
+        })
+        self.register("_arl_adv_weights", weights)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name in reversed(self.registered):
+            try:
+                self.connection.unregister(name)
+            except duckdb.Error:  # pragma: no cover - connection already closed
+                pass
+
+    def combined_episode_rewards(self) -> tuple[pa.Table, list[str]]:
+        """(rollout_id, episode_reward) for rollouts with a usable episode reward, and the
+        selected rollouts without one."""
+        episode = self.latest.filter(pc.is_null(self.latest.column("step_index")))
+        combined = self.engine.combine(episode.select(["rollout_id", "name", "value"]).to_pylist())
+        ids = [r for r, v in combined.items() if v is not None]
+        table = pa.table({
+            "rollout_id": pa.array(ids, pa.string()),
+            "episode_reward": pa.array([combined[r] for r in ids], pa.float64()),
+        })
+        scored = set(ids)
+        unscored = [r for r in self.rollouts.column("rollout_id").to_pylist() if r not in scored]
+        return table, unscored
+
+
+def _examples(ids: Sequence[str]) -> dict[str, Any]:
+    return {"count": len(ids), "examples": list(ids[:MAX_EXAMPLES])}
+
+
+def episode_rewards(
+    connection: duckdb.DuckDBPyConnection,
+    where: str | None = None,
+    reward_names: Sequence[str] | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+) -> pa.Table:
+    """One row per selected rollout with a usable episode reward: ``rollout_id``, ``group_id``,
+    ``task_id``, ``reward`` (the combined episode reward), ordered by group then rollout id.
+    The report lists the rollouts left out for lack of an episode reward (``unscored``)."""
+    with _Selection(connection, where, reward_names, weights) as sel:
+        combined, unscored = sel.combined_episode_rewards()
+        sel.register("_arl_adv_episode", combined)
+        table = _arrow(
+            connection,
+            """SELECT s.rollout_id, s.group_id, s.task_id, e.episode_reward AS reward
+               FROM _arl_adv_sel s JOIN _arl_adv_episode e USING (rollout_id)
+               ORDER BY s.group_id, s.rollout_id""",
+        )
+        report = {"selected": sel.rollouts.num_rows, "unscored": _examples(unscored)}
+    return _with_report(table, report)
+
+
+_ACTIONS_SQL = """
+WITH s AS (
+    SELECT st.rollout_id, st.step_index, st.kind, st.name, st.input, st.output, st.status, st.error,
+           nullif(st.state_key, '') AS state_key
+    FROM steps st
+    WHERE st.rollout_id IN (SELECT rollout_id FROM _arl_adv_sel)
+),
+o AS (
+    SELECT *,
+        last_value(CASE WHEN kind = 'tool' THEN
+                        CASE WHEN status = 'error' THEN 'error: ' || coalesce(error, '') ELSE coalesce(output, '') END
+                   END IGNORE NULLS)
+            OVER (PARTITION BY rollout_id ORDER BY step_index
+                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS tool_observation,
+        max(CASE WHEN kind = 'llm' THEN step_index END)
+            OVER (PARTITION BY rollout_id ORDER BY step_index ROWS UNBOUNDED PRECEDING) AS action_step
+    FROM s
+),
+credited AS (
+    SELECT l.rollout_id, o.action_step, sum(l.value * coalesce(w.weight, ?)) AS reward
+    FROM _arl_adv_latest l
+    JOIN o ON o.rollout_id = l.rollout_id AND o.step_index = l.step_index
+    LEFT JOIN _arl_adv_weights w ON w.name = l.name
+    WHERE l.step_index IS NOT NULL AND o.action_step IS NOT NULL
+    GROUP BY l.rollout_id, o.action_step
+),
+actions AS (
+    SELECT o.rollout_id, sel.group_id, sel.task_id, o.step_index AS view_step_index,
+           CAST(row_number() OVER (PARTITION BY o.rollout_id ORDER BY o.step_index) - 1 AS INTEGER) AS step_index,
+           CAST(count(*) OVER (PARTITION BY o.rollout_id) AS INTEGER) AS n_actions,
+           o.name, o.input, o.state_key AS recorded_key,
+           CASE WHEN o.tool_observation IS NOT NULL THEN 'tool'
+                WHEN sel.input IS NOT NULL THEN 'rollout_input'
+                WHEN o.input IS NOT NULL THEN 'llm_input' ELSE 'none' END AS observation_source,
+           coalesce(o.tool_observation, sel.input, o.input) AS observation
+    FROM o JOIN _arl_adv_sel sel USING (rollout_id)
+    WHERE o.kind = 'llm'
+)
+SELECT a.group_id, a.rollout_id AS trajectory_id, a.step_index, a.view_step_index, a.task_id,
+       a.step_index = a.n_actions - 1 AS is_last,
+       coalesce(c.reward, 0.0) AS step_reward,
+       a.recorded_key,
+       left(md5(coalesce(a.observation, '')), {digits}) AS default_key,
+       a.observation_source,
+       {extra}
+FROM actions a
+LEFT JOIN credited c ON c.rollout_id = a.rollout_id AND c.action_step = a.view_step_index
+ORDER BY a.group_id, a.rollout_id, a.step_index
+"""
+
+_UNCREDITED_SQL = """
+SELECT count(*) AS n, list(DISTINCT l.rollout_id)[1:5] AS examples
+FROM _arl_adv_latest l
+LEFT JOIN (
+    SELECT rollout_id, step_index,
+           max(CASE WHEN kind = 'llm' THEN step_index END)
+               OVER (PARTITION BY rollout_id ORDER BY step_index ROWS UNBOUNDED PRECEDING) AS action_step
+    FROM steps WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel)
+) o ON o.rollout_id = l.rollout_id AND o.step_index = l.step_index
+WHERE l.step_index IS NOT NULL AND o.action_step IS NULL
+"""
+
+
+def _hook_keys(table: pa.Table, pm: pluggy.PluginManager) -> tuple[list[str], list[str]]:
+    """Keys from the ``agent_rl_state_key`` hook for rows without a recorded key (one call
+    per such row), and where each came from (``plugin`` or ``default``)."""
+    keys: list[str] = []
+    sources: list[str] = []
+    columns = ("trajectory_id", "task_id", "group_id", "view_step_index", "step_index", "name", "input",
+               "observation", "observation_source", "recorded_key", "default_key")
+    for row in table.select(list(columns)).to_pylist():
+        if row["recorded_key"] is not None:
+            keys.append(row["recorded_key"])
+            sources.append("recorded")
+            continue
+        step = {
+            "rollout_id": row["trajectory_id"], "task_id": row["task_id"], "group_id": row["group_id"],
+            "step_index": row["view_step_index"], "action_index": row["step_index"], "name": row["name"],
+            "input": row["input"], "observation": row["observation"],
+            "observation_source": row["observation_source"], "state_key": None,
+        }
+        try:
+            key = pm.hook.agent_rl_state_key(step=step)
+        except Exception as exc:
+            raise AdvantageInputError(
+                f"a state key plugin failed on rollout {row['trajectory_id']} step {row['view_step_index']}: "
+                f"{type(exc).__name__}: {exc}",
+                "fix or uninstall that plugin (agent-rl plugins lists them)",
+            ) from exc
+        key = row["default_key"] if key is None or key == "" else str(key)
+        keys.append(key)
+        sources.append("default" if key == row["default_key"] else "plugin")
+    return keys, sources
+
+
+def steps_for_gigpo(
+    connection: duckdb.DuckDBPyConnection,
+    where: str | None = None,
+    reward_names: Sequence[str] | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    terminal_reward: bool = True,
+    pm: pluggy.PluginManager | None = None,
+) -> pa.Table:
+    """The GiGPO steps table of the selected rollouts, ready for :func:`gigpo_advantages`.
+
+    One row per LLM step (an *action*) with ``group_id``, ``trajectory_id`` (the rollout id),
+    ``step_index`` (0-based position among the rollout's actions), ``view_step_index`` (its
+    ``step_index`` in the ``steps`` view), ``task_id``, ``state_key``, ``state_key_source``
+    (``recorded``, ``plugin`` or ``default``), ``reward`` and, when the selection has episode
+    rewards, ``episode_reward``.
+
+    * ``state_key``: the recorded ``agent_rl.state.key``, else the ``agent_rl_state_key`` hook's
+      answer (the built-in default hashes the observation, see
+      :mod:`agent_rl_plugin.rl.state_keys`; computed in SQL when no other plugin implements the
+      hook).
+    * ``reward`` (``r_t``): the weighted sum of the step rewards credited to the action. A step
+      reward on an LLM step is credited to it; one on a tool or event step to the latest LLM
+      step at or before it in the rollout (the action whose tool call it scores). Step rewards
+      before the rollout's first action, or on a step the rollout does not have, are not
+      credited (counted in the report). With ``terminal_reward`` the rollout's combined
+      episode reward is added to its last action's ``reward`` too, so the discounted returns
+      carry the outcome (as the success reward of the paper's environments arrives at the
+      final step).
+    * ``episode_reward`` (``R``): the rollout's combined episode reward. Rollouts without one
+      are left out (listed in the report) when others have one; when none has, the column is
+      absent and ``R`` is the sum of the step rewards.
+
+    Raises :class:`AdvantageInputError` for bad ``where`` SQL, a NaN or infinite reward, a
+    ``reward_names`` entry with no usable row, or when the selection has no reward at all.
+    """
+    if pm is None:
+        from agent_rl_plugin.plugins import get_plugin_manager
+
+        pm = get_plugin_manager()
+    impls = pm.hook.agent_rl_state_key.get_hookimpls() if hasattr(pm.hook, "agent_rl_state_key") else []
+    use_hook = any(impl.plugin is not state_keys for impl in impls)
+    default = RewardEngine(weights).default_weight
+    with _Selection(connection, where, reward_names, weights) as sel:
+        if sel.latest.num_rows == 0 and sel.rollouts.num_rows:
+            raise AdvantageInputError(
+                f"the {sel.rollouts.num_rows} selected rollouts have no usable reward"
+                + (f" named {', '.join(sel.reward_names)}" if sel.reward_names else ""),
+                "score them first: agent-rl score",
+            )
+        combined, unscored = sel.combined_episode_rewards()
+        has_episode = combined.num_rows > 0
+        sel.register("_arl_adv_episode", combined)
+        extra = "a.name, a.input, a.observation" if use_hook else "NULL AS name"
+        table = _arrow(connection, _ACTIONS_SQL.format(digits=state_keys.KEY_DIGITS, extra=extra), [default])
+        uncredited = _arrow(connection, _UNCREDITED_SQL).to_pylist()[0]
+        n_rollouts_with_actions = pc.count_distinct(table.column("trajectory_id")).as_py()
+        if has_episode:
+            table = _join_episode(connection, sel, table, terminal_reward)
+    if use_hook:
+        keys, sources = _hook_keys(table, pm)
+    else:
+        recorded = table.column("recorded_key")
+        keys = pc.coalesce(recorded, table.column("default_key"))
+        sources = pc.if_else(pc.is_null(recorded), "default", "recorded")
+    out = {
+        "group_id": table.column("group_id"),
+        "trajectory_id": table.column("trajectory_id"),
+        "step_index": table.column("step_index"),
+        "view_step_index": table.column("view_step_index"),
+        "task_id": table.column("task_id"),
+        "state_key": pa.array(keys, pa.string()) if isinstance(keys, list) else keys,
+        "state_key_source": pa.array(sources, pa.string()) if isinstance(sources, list) else sources,
+        "reward": table.column("reward") if has_episode else table.column("step_reward"),
+    }
+    if has_episode:
+        out["episode_reward"] = table.column("episode_reward")
+    result = pa.table(out)
+    source_counts = {s: 0 for s in ("recorded", "plugin", "default")}
+    if result.num_rows:
+        for item in pc.value_counts(result.column("state_key_source")).to_pylist():
+            source_counts[item["values"]] = item["counts"]
+    report = {
+        "selected": sel.rollouts.num_rows,
+        "rollouts": pc.count_distinct(result.column("trajectory_id")).as_py(),
+        "without_actions": sel.rollouts.num_rows - n_rollouts_with_actions,
+        "unscored": _examples(unscored if has_episode else []),
+        "uncredited_step_rewards": {"count": uncredited["n"], "examples": uncredited["examples"] or []},
+        "state_keys": source_counts,
+        "episode_reward": "combined episode rewards" if has_episode else "sum of step rewards (no episode rewards)",
+        "terminal_reward": bool(terminal_reward and has_episode),
+    }
+    return _with_report(result, report)
+
+
+def _join_episode(connection: duckdb.DuckDBPyConnection, sel: _Selection, table: pa.Table, terminal: bool) -> pa.Table:
+    """Keep the actions of rollouts with an episode reward; add it (and the terminal reward)."""
+    sel.register("_arl_adv_actions", table)
+    return _arrow(
+        connection,
+        f"""SELECT a.*, e.episode_reward,
+                   a.step_reward + CASE WHEN {'a.is_last' if terminal else 'false'} THEN e.episode_reward ELSE 0 END
+                       AS reward
+            FROM _arl_adv_actions a JOIN _arl_adv_episode e ON e.rollout_id = a.trajectory_id
+            ORDER BY a.group_id, a.trajectory_id, a.step_index""",
+    )
