@@ -63,9 +63,9 @@ def build_table(
 
 def build_dataset(kind: str, db_or_connection: Any, **options: Any):
     """:func:`build_table` wrapped in a ``datasets.Dataset``."""
-    import datasets
+    from agent_rl_plugin.data.output import as_dataset
 
-    return datasets.Dataset(build_table(kind, db_or_connection, **options))
+    return as_dataset(build_table(kind, db_or_connection, **options))
 
 
 __all__ = ["FORMATS", "KINDS", "build_dataset", "build_table"]

@@ -1,18 +1,20 @@
-"""Each rollout's conversation, split into prompt and completion, in one DuckDB query.
+"""Each rollout's conversation, split into prompt and completion, in DuckDB.
 
 Rules (documented in ``docs/datasets.md``):
 
 * The conversation is the **last LLM call's** input messages followed by its output messages
   (a well-behaved agent sends the whole history on every call).
 * **Repair**: some agents do not put their own earlier turns back into the history (the tool
-  results are there, the assistant messages that asked for them are not). For each earlier
-  LLM call with ``n`` input messages, when the last call's input has a non-assistant message at
-  position ``n`` (where that call's answer should have been), the earlier call's output is
-  inserted there. Such rollouts have ``source = 'repaired'``.
+  results are there, the assistant messages that asked for them are not). When the last input
+  holds fewer assistant messages than there were earlier calls, each earlier call that saw
+  ``n`` messages, the first and the ``n``-th equal to the last input's, and whose ``n+1``-th
+  message in the last input is not an assistant message, has its output inserted there
+  (``source = 'repaired'``).
 * The **split** is at the first assistant message: the messages before it (system/user...)
   are the prompt, the rest (assistant turns with tool calls, tool results, the final answer)
   the completion.
-* A rollout **without LLM messages** (no LLM call, or content not captured) gets the agent's
+* A rollout **without LLM messages** (no LLM call, content not captured, or input messages
+  that are not valid JSON, e.g. cut at the attribute size limit) gets the agent's
   input as the prompt (its ``messages`` argument, else the task's prompt, else the input as
   text, as one user message) and its output as one assistant message (``source = 'io'``).
 * Left out, with a reason: no assistant message in the conversation, a conversation that starts
@@ -21,10 +23,26 @@ Rules (documented in ``docs/datasets.md``):
 
 from __future__ import annotations
 
-import duckdb
-import pyarrow as pa
+from dataclasses import dataclass
 
-from agent_rl_plugin.data.sql import INPUT_MESSAGES, LLM_WHERE, OUTPUT_MESSAGES, arrow, messages_sql, text_of_sql
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.data.split import count_assistant, first_assistant, take_split
+from agent_rl_plugin.data.sql import (
+    LLM_WHERE,
+    arrow,
+    attr,
+    finish_messages_sql,
+    messages_sql,
+    plain_parse_sql,
+    registered,
+    text_of_sql,
+)
+from agent_rl_plugin.store.views import AGENT_CONDITION
 
 NO_ASSISTANT = "no assistant message in the conversation"
 STARTS_WITH_ASSISTANT = "the conversation starts with an assistant message (empty prompt)"
@@ -35,95 +53,229 @@ def _one_message(role: str, text: str) -> str:
     return messages_sql(f"json_array(json_object('role', '{role}', 'content', {text}))")
 
 
-def conversations_sql(selected: str) -> str:
-    """SQL returning ``rollout_id, source, prompt, completion, drop_reason`` for every rollout of
-    the registered table ``selected`` (columns rollout_id, task_id, input, output)."""
-    input_json = "try(CAST(sel.input AS JSON))"
-    output_json = "try(CAST(sel.output AS JSON))"
-    input_text = f"coalesce(t.prompt, {text_of_sql(input_json)}, sel.input, '')"
-    output_text = f"coalesce({text_of_sql(output_json)}, sel.output)"
-    io_prompt = (
-        f"CASE WHEN json_type({input_json}->'$.messages') = 'ARRAY' AND json_array_length({input_json}->'$.messages') > 0 "
-        f"THEN {messages_sql(f'{input_json}->' + chr(39) + '$.messages' + chr(39))} "
-        f"ELSE {_one_message('user', input_text)} END"
-    )
-    io_completion = f"CASE WHEN {output_text} <> '' THEN {_one_message('assistant', output_text)} END"
+def _same_message(a: str, b: str) -> str:
+    return f"({a}.role = {b}.role AND {a}.content = {b}.content)"
+
+
+def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
+    """Each rollout's number of LLM calls and its last call's input and output messages (the
+    last by start time, ties going to the row written last; without rowid, to the larger span
+    id). ``selected=None``: every rollout (spans of other rollouts are dropped later)."""
+    paths = f"['$.\"{sc.GEN_AI_INPUT_MESSAGES}\"', '$.\"{sc.GEN_AI_OUTPUT_MESSAGES}\"']"
+    if use_rowid:
+        key, order, join = "rowid", "(CAST(start_unix_nano AS HUGEINT) << 48) + rowid", "sp.rowid = c.last_key"
+    else:
+        key, order = "span_id", "struct_pack(t := start_unix_nano, s := span_id)"
+        join = "sp.span_id = c.last_key AND sp.rollout_id = c.rollout_id"
+    only = f"AND rollout_id IN (SELECT rollout_id FROM {selected})" if selected else "AND rollout_id IS NOT NULL"
     return f"""
-    WITH llm AS (
-        SELECT rollout_id, span_id, start_unix_nano,
-               {INPUT_MESSAGES} AS input_messages, {OUTPUT_MESSAGES} AS output_messages
+    WITH calls AS (
+        SELECT rollout_id, count(*) AS n_calls, arg_max({key}, {order}) AS last_key
         FROM spans
-        WHERE {LLM_WHERE} AND rollout_id IN (SELECT rollout_id FROM {selected})
-    ),
-    ranked AS (
-        SELECT *, row_number() OVER (PARTITION BY rollout_id ORDER BY start_unix_nano DESC, span_id DESC) AS rev
-        FROM llm
-    ),
-    last AS (
-        SELECT rollout_id, {messages_sql('input_messages')} AS base, {messages_sql('output_messages')} AS out
-        FROM ranked WHERE rev = 1
-    ),
-    inserts AS (
-        SELECT e.rollout_id, e.pos, {messages_sql('e.output_messages')} AS msgs
-        FROM (SELECT rollout_id, start_unix_nano, output_messages,
-                     CAST(try(json_array_length(input_messages)) AS BIGINT) AS pos
-              FROM ranked WHERE rev > 1) e
-        JOIN last l ON l.rollout_id = e.rollout_id
-        WHERE e.pos < len(l.base) AND l.base[e.pos + 1].role <> 'assistant'
-        QUALIFY row_number() OVER (PARTITION BY e.rollout_id, e.pos ORDER BY e.start_unix_nano DESC) = 1
-    ),
-    repaired AS (
-        SELECT rollout_id, list(msg ORDER BY pos, sub, j) AS conversation
-        FROM (
-            SELECT rollout_id, pos, 0 AS sub, j, msgs[j] AS msg
-            FROM (SELECT *, unnest(range(1, len(msgs) + 1)) AS j FROM inserts WHERE len(msgs) > 0)
-            UNION ALL
-            SELECT rollout_id, j - 1 AS pos, 1 AS sub, 0 AS j, base[j] AS msg
-            FROM (SELECT *, unnest(range(1, len(base) + 1)) AS j FROM last
-                  WHERE rollout_id IN (SELECT rollout_id FROM inserts))
-            UNION ALL
-            SELECT rollout_id, len(base) AS pos, 2 AS sub, j, out[j] AS msg
-            FROM (SELECT *, unnest(range(1, len(out) + 1)) AS j FROM last
-                  WHERE len(out) > 0 AND rollout_id IN (SELECT rollout_id FROM inserts))
-        )
+        WHERE {LLM_WHERE} {only}
         GROUP BY rollout_id
     ),
-    conv AS (
-        SELECT l.rollout_id,
-               coalesce(r.conversation, list_concat(l.base, l.out)) AS conversation,
-               r.rollout_id IS NOT NULL AS was_repaired
-        FROM last l LEFT JOIN repaired r ON r.rollout_id = l.rollout_id
-    ),
-    split AS (
-        SELECT rollout_id, conversation, was_repaired,
-               list_position(list_transform(conversation, lambda m: m.role), 'assistant') AS k
-        FROM conv WHERE len(conversation) > 0
-    ),
-    io AS (
-        SELECT sel.rollout_id, {io_prompt} AS prompt, {io_completion} AS completion
-        FROM {selected} sel
-        LEFT JOIN tasks t ON t.task_id = sel.task_id
-        WHERE sel.rollout_id NOT IN (SELECT rollout_id FROM split)
+    texts AS (
+        SELECT c.rollout_id, c.n_calls, sp.span_id AS last_span,
+               json_extract_string(sp.attributes, {paths}) AS io
+        FROM calls c JOIN spans sp ON {join}
     )
-    SELECT rollout_id,
-           CASE WHEN k IS NULL OR k = 1 THEN NULL WHEN was_repaired THEN 'repaired' ELSE 'llm' END AS source,
-           CASE WHEN k > 1 THEN conversation[1:k - 1] END AS prompt,
-           CASE WHEN k > 1 THEN conversation[k:] END AS completion,
-           CASE WHEN k IS NULL THEN '{NO_ASSISTANT}' WHEN k = 1 THEN '{STARTS_WITH_ASSISTANT}' END AS drop_reason
-    FROM split
-    UNION ALL
-    SELECT rollout_id,
-           CASE WHEN completion IS NOT NULL THEN 'io' END AS source,
-           prompt,
-           completion,
-           CASE WHEN completion IS NULL THEN '{NO_CONTENT}' END AS drop_reason
-    FROM io
+    SELECT rollout_id, n_calls, last_span,
+           {finish_messages_sql('p_in', 'io[1]')} AS base, {finish_messages_sql('p_out', 'io[2]')} AS out
+    FROM (SELECT *, {plain_parse_sql('io[1]')} AS p_in, {plain_parse_sql('io[2]')} AS p_out FROM texts)
     """
 
 
-def conversations(connection: duckdb.DuckDBPyConnection, selected: str) -> pa.Table:
-    """Run :func:`conversations_sql` (``selected`` is a registered table or view name)."""
-    return arrow(connection, conversations_sql(selected))
+def last_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) -> pa.Table:
+    """``rollout_id, n_calls, last_span, base, out`` for the rollouts of ``selected`` (every
+    rollout when ``None``) with LLM calls (``base``/``out``: the last call's normalised input
+    and output messages)."""
+    try:
+        return arrow(connection, _last_calls_sql(selected, use_rowid=True))
+    except duckdb.BinderException:  # spans is not a base table (a view over files): no rowid
+        return arrow(connection, _last_calls_sql(selected, use_rowid=False))
 
 
-__all__ = ["conversations", "conversations_sql", "NO_ASSISTANT", "NO_CONTENT", "STARTS_WITH_ASSISTANT"]
+def repair_sql(suspects: str) -> str:
+    """The restored conversations (``rollout_id, conversation``) of the rollouts in the
+    registered table ``suspects`` (rollout_id, last_span, base, out); see the module docstring."""
+    llm_in = attr(sc.GEN_AI_INPUT_MESSAGES, "sp.attributes")
+    llm_out = attr(sc.GEN_AI_OUTPUT_MESSAGES, "sp.attributes")
+    return f"""
+    WITH earlier_text AS (
+        SELECT sp.rollout_id, sp.span_id, sp.start_unix_nano, {llm_in} AS seen_text, {llm_out} AS msgs_text
+        FROM spans sp JOIN {suspects} s ON s.rollout_id = sp.rollout_id
+        WHERE {LLM_WHERE} AND sp.span_id <> s.last_span
+    ),
+    earlier AS (
+        SELECT rollout_id, span_id, start_unix_nano,
+               {messages_sql('seen_text')} AS seen, {messages_sql('msgs_text')} AS msgs
+        FROM earlier_text
+    ),
+    inserts AS (
+        SELECT e.rollout_id, len(e.seen) AS pos, e.msgs
+        FROM earlier e JOIN {suspects} s ON s.rollout_id = e.rollout_id
+        WHERE len(e.seen) BETWEEN 1 AND len(s.base) - 1 AND len(e.msgs) > 0
+          AND s.base[len(e.seen) + 1].role <> 'assistant'
+          AND {_same_message('s.base[len(e.seen)]', 'e.seen[len(e.seen)]')}
+          AND {_same_message('s.base[1]', 'e.seen[1]')}
+        QUALIFY row_number() OVER (PARTITION BY e.rollout_id, len(e.seen)
+                                   ORDER BY e.start_unix_nano DESC, e.span_id DESC) = 1
+    )
+    SELECT rollout_id, list(msg ORDER BY pos, sub, j) AS conversation
+    FROM (
+        SELECT rollout_id, pos, 0 AS sub, j, msgs[j] AS msg
+        FROM (SELECT *, unnest(range(1, len(msgs) + 1)) AS j FROM inserts)
+        UNION ALL
+        SELECT rollout_id, j - 1 AS pos, 1 AS sub, 0 AS j, base[j] AS msg
+        FROM (SELECT *, unnest(range(1, len(base) + 1)) AS j FROM {suspects}
+              WHERE rollout_id IN (SELECT rollout_id FROM inserts))
+        UNION ALL
+        SELECT rollout_id, len(base) AS pos, 2 AS sub, j, out[j] AS msg
+        FROM (SELECT *, unnest(range(1, len(out) + 1)) AS j FROM {suspects}
+              WHERE len(out) > 0 AND rollout_id IN (SELECT rollout_id FROM inserts))
+    )
+    GROUP BY rollout_id
+    """
+
+
+def _repair(connection: duckdb.DuckDBPyConnection, last: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """``last`` with the conversations of rollouts that left their own turns out of the history
+    restored (in ``base``, ``out`` emptied), and a mask of the repaired rows."""
+    n_calls = last.column("n_calls").to_numpy()
+    suspect = (n_calls > 1) & (count_assistant(last.column("base")) < n_calls - 1)
+    repaired = np.zeros(last.num_rows, dtype=bool)
+    if not suspect.any():
+        return last, repaired
+    suspects = last.filter(pa.array(suspect))
+    with registered(connection, suspects, "suspects") as name:
+        fixed = arrow(connection, repair_sql(name))
+    if fixed.num_rows == 0:
+        return last, repaired
+    index = {rid: i for i, rid in enumerate(fixed.column("rollout_id").to_pylist())}
+    rows = [index.get(rid, -1) for rid in last.column("rollout_id").to_pylist()]
+    repaired = np.array([r >= 0 for r in rows])
+    base_type = last.schema.field("base").type
+    conversations = fixed.column("conversation").cast(base_type).combine_chunks()
+    new_base = pc.if_else(
+        pa.array(repaired), conversations.take(pa.array([max(r, 0) for r in rows])), last.column("base").combine_chunks()
+    )
+    empty = pa.array([[]] * last.num_rows, base_type)
+    new_out = pc.if_else(pa.array(repaired), empty, last.column("out").combine_chunks())
+    last = last.set_column(last.column_names.index("base"), "base", new_base)
+    last = last.set_column(last.column_names.index("out"), "out", new_out)
+    return last, repaired
+
+
+@dataclass
+class Conversations:
+    """Row ``i``: rollout ``rollout_id[i]`` has the conversation ``base[i] + out[i]``, split
+    before message ``k[i]`` (-1: no assistant message, 0: starts with one; such rows are
+    dropped, ``drop_reason`` says why). ``source``: llm, repaired or io."""
+
+    table: pa.Table  # rollout_id, base, out
+    k: np.ndarray
+    source: np.ndarray
+    drop_reason: np.ndarray
+
+    @property
+    def rollout_ids(self) -> pa.ChunkedArray:
+        return self.table.column("rollout_id")
+
+    def messages(self, rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """(prompt, completion) of conversations ``rows``, in that order."""
+        return take_split(self.table.column("base"), self.table.column("out"), self.k, rows)
+
+
+def _reasons(k: np.ndarray) -> np.ndarray:
+    return np.where(k < 0, NO_ASSISTANT, np.where(k == 0, STARTS_WITH_ASSISTANT, None))
+
+
+def from_llm_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) -> Conversations:
+    """The conversations of the rollouts with LLM messages (a rollout whose last LLM call has no
+    readable input messages is not among them). ``selected=None``: of every rollout."""
+    last = last_calls(connection, selected)
+    has_input = pc.greater(pc.list_value_length(last.column("base")), 0)
+    if not pc.all(has_input).as_py():
+        last = last.filter(has_input)
+    last, repaired = _repair(connection, last)
+    k = first_assistant(last.column("base"), last.column("out"))
+    source = np.where(k <= 0, None, np.where(repaired, "repaired", "llm"))
+    return Conversations(last.select(["rollout_id", "base", "out"]), k, source, _reasons(k))
+
+
+def io_sql(missing: str) -> str:
+    """SQL building prompt and completion from the agent's input and output, for the rollouts of
+    the registered table ``missing`` (rollout_id, task_id)."""
+    root_in = f"arg_min({attr(sc.ROLLOUT_INPUT)}, start_unix_nano) FILTER (WHERE is_rollout_root)"
+    agent_in = f"arg_min({attr(sc.ROLLOUT_INPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION})"
+    root_out = f"arg_min({attr(sc.ROLLOUT_OUTPUT)}, start_unix_nano) FILTER (WHERE is_rollout_root)"
+    agent_out = f"arg_min({attr(sc.ROLLOUT_OUTPUT)}, start_unix_nano) FILTER (WHERE {AGENT_CONDITION})"
+    input_json = "try(CAST(io.input AS JSON))"
+    output_json = "try(CAST(io.output AS JSON))"
+    input_text = f"coalesce(t.prompt, {text_of_sql(input_json)}, io.input, '')"
+    output_text = f"coalesce({text_of_sql(output_json)}, io.output)"
+    messages = f"{input_json}->'$.messages'"
+    prompt = (
+        f"CASE WHEN json_type({messages}) = 'ARRAY' AND json_array_length({messages}) > 0 "
+        f"THEN {messages_sql(messages)} ELSE {_one_message('user', input_text)} END"
+    )
+    return f"""
+    WITH io AS (
+        SELECT rollout_id, coalesce({root_in}, {agent_in}) AS input, coalesce({root_out}, {agent_out}) AS output
+        FROM spans WHERE rollout_id IN (SELECT rollout_id FROM {missing})
+        GROUP BY rollout_id
+    )
+    SELECT m.rollout_id,
+           CASE WHEN {output_text} <> '' THEN 'io' END AS source,
+           {prompt} AS prompt,
+           CASE WHEN {output_text} <> '' THEN {_one_message('assistant', output_text)} END AS completion,
+           CASE WHEN coalesce({output_text}, '') = '' THEN '{NO_CONTENT}' END AS drop_reason
+    FROM {missing} m
+    LEFT JOIN io ON io.rollout_id = m.rollout_id
+    LEFT JOIN tasks t ON t.task_id = m.task_id
+    """
+
+
+def conversations(connection: duckdb.DuckDBPyConnection, selected: str, everything: bool = False) -> Conversations:
+    """The conversations of every rollout of the registered table ``selected`` (rollout_id,
+    task_id): from the LLM calls, else from the agent's input and output. ``everything``:
+    ``selected`` holds every rollout of the store (the LLM calls need no filter; conversations
+    of spans outside it may be returned and are ignored by the caller's join)."""
+    llm = from_llm_calls(connection, None if everything else selected)
+    with registered(connection, llm.table.select(["rollout_id"]), "with_llm") as done:
+        missing = arrow(
+            connection,
+            f"SELECT rollout_id, task_id FROM {selected} s ANTI JOIN {done} d ON d.rollout_id = s.rollout_id",
+        )
+    if missing.num_rows == 0:
+        return llm
+    with registered(connection, missing, "missing") as m:
+        io = arrow(connection, io_sql(m))
+    kind = llm.table.schema.field("base").type
+    prompt = io.column("prompt").cast(kind)
+    completion = pc.fill_null(io.column("completion").cast(kind).combine_chunks(), pa.scalar([], kind))
+    io_table = pa.table({"rollout_id": io.column("rollout_id"), "base": prompt, "out": completion})
+    io_k = np.where(pc.is_valid(io.column("completion")).to_numpy(zero_copy_only=False),
+                    pc.list_value_length(prompt).to_numpy(zero_copy_only=False), -2)
+    io_reason = np.array(io.column("drop_reason").to_pylist(), dtype=object)
+    io_source = np.where(io_k >= 0, "io", None)
+    table = pa.concat_tables([llm.table, io_table.cast(llm.table.schema)])
+    return Conversations(
+        table,
+        np.concatenate([llm.k, io_k]),
+        np.concatenate([llm.source, io_source]),
+        np.concatenate([llm.drop_reason, io_reason]),
+    )
+
+
+__all__ = [
+    "Conversations",
+    "conversations",
+    "from_llm_calls",
+    "io_sql",
+    "last_calls",
+    "NO_ASSISTANT",
+    "NO_CONTENT",
+    "STARTS_WITH_ASSISTANT",
+]

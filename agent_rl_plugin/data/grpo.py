@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_rl_plugin.data.episodes import episode_rows
+from agent_rl_plugin.data.episodes import Episodes, episode_rows, rollout_examples
 from agent_rl_plugin.data.report import BuildReport, DatasetError
+from agent_rl_plugin.data.split import prompt_keys
 from agent_rl_plugin.data.sql import arrow, open_store, registered
 
 SMALL_GROUP = "in a group smaller than min_group_size"
@@ -28,12 +29,65 @@ EXTRA_COLUMNS = ("group_id", "task_id", "rollout_ids")
 
 
 def _advantages(rewards: np.ndarray, group_keys: list[Any], rollout_ids: list[str], scale: str) -> np.ndarray:
-    from agent_rl_plugin.rl.grpo import grpo_advantages
+    from agent_rl_plugin.rl import grpo_advantages
 
     try:
         return np.asarray(grpo_advantages(rewards, group_keys, scale=scale, rollout_ids=rollout_ids), dtype=float)
     except ValueError as exc:
         raise DatasetError(f"GRPO advantages: {exc}") from None
+
+
+def _group(connection: Any, episodes: Episodes, kept: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """One row per group (groups in order of their first rollout, rollouts oldest first), with
+    per-group flags (mixed prompts, all-equal rewards). Only ids and numbers go through DuckDB;
+    the messages are taken once, in group order."""
+    small = kept.select(["group_key", "ordinal", "reward"]).append_column(
+        "row", pa.array(np.arange(kept.num_rows), pa.int64())
+    )
+    with registered(connection, small, "grpo") as k:
+        groups = arrow(
+            connection,
+            f"""
+            SELECT group_key, count(*) AS n, min(ordinal) AS first_ordinal, min(reward) = max(reward) AS all_equal
+            FROM {k} GROUP BY group_key ORDER BY first_ordinal
+            """,
+        )
+        order = arrow(
+            connection,
+            f"""
+            SELECT k.row FROM {k} k
+            JOIN (SELECT group_key, min(ordinal) AS first_ordinal FROM {k} GROUP BY group_key) g
+              ON g.group_key = k.group_key
+            ORDER BY g.first_ordinal, k.ordinal
+            """,
+        ).column("row")
+    rows = kept.take(order)
+    prompts, completions = episodes.messages(rows.column("ordinal").to_numpy())
+    sizes = groups.column("n").to_numpy()
+    offsets_np = np.concatenate(([0], np.cumsum(sizes)))
+    offsets = pa.array(offsets_np, pa.int32())
+    firsts = offsets_np[:-1]
+    keys = prompt_keys(prompts)
+    member_group = np.repeat(np.arange(len(sizes)), sizes)
+    differs = ~pc.equal(keys, keys.take(pa.array(firsts[member_group]))).to_numpy(zero_copy_only=False)
+    mixed = np.bincount(member_group[differs], minlength=len(sizes)) > 0
+
+    def nested(values: Any) -> pa.Array:
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return pa.ListArray.from_arrays(offsets, values)
+
+    table = pa.table(
+        {
+            "prompt": prompts.take(pa.array(firsts)),
+            "completions": nested(completions),
+            "rewards": nested(rows.column("reward")),
+            "advantages": nested(rows.column("advantage")),
+            "group_id": groups.column("group_key"),
+            "task_id": rows.column("task_id").take(pa.array(firsts)),
+            "rollout_ids": nested(rows.column("rollout_id")),
+        }
+    )
+    return table, mixed, groups.column("all_equal").to_numpy(zero_copy_only=False)
 
 
 def grpo_table(
@@ -51,50 +105,29 @@ def grpo_table(
         raise DatasetError(f"min_group_size must be >= 1, got {min_group_size}")
     report = report if report is not None else BuildReport()
     report.kind = "grpo"
-    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report).table
-    episodes = episodes.append_column("ordinal", pa.array(np.arange(episodes.num_rows), pa.int64()))
-    keys = episodes.column("group_key")
+    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report)
+    index = episodes.index.append_column("ordinal", pa.array(np.arange(episodes.index.num_rows), pa.int64()))
+    keys = index.column("group_key")
     counts = pc.value_counts(keys)
     small = counts.filter(pc.less(counts.field("counts"), min_group_size)).field("values")
-    in_small = pc.is_in(keys, value_set=small)
-    n_small = pc.sum(in_small).as_py() or 0
-    if n_small:
+    in_small = pc.is_in(keys, value_set=small).to_numpy(zero_copy_only=False)
+    if in_small.any():
         report.leave_out(
-            f"{SMALL_GROUP} ({min_group_size})",
-            episodes.filter(in_small).column("rollout_id").slice(0, 3).to_pylist(),
-            count=n_small,
+            f"{SMALL_GROUP} ({min_group_size})", rollout_examples(index, in_small), count=int(in_small.sum())
         )
         report.extra["dropped_groups"] = len(small)
-    kept = episodes.filter(pc.invert(in_small))
+    kept = index.filter(pa.array(~in_small)) if in_small.any() else index
     advantages = _advantages(
-        kept.column("reward").to_numpy(zero_copy_only=False).astype(float),
+        kept.column("reward").to_numpy().astype(float),
         kept.column("group_key").to_pylist(),
         kept.column("rollout_id").to_pylist(),
         scale,
     )
     kept = kept.append_column("advantage", pa.array(advantages, pa.float64()))
-    with registered(connection, kept, "grpo") as k:
-        table = arrow(
-            connection,
-            f"""
-            SELECT first(prompt ORDER BY ordinal) AS prompt,
-                   list(completion ORDER BY ordinal) AS completions,
-                   list(reward ORDER BY ordinal) AS rewards,
-                   list(advantage ORDER BY ordinal) AS advantages,
-                   group_key AS group_id,
-                   first(task_id ORDER BY ordinal) AS task_id,
-                   list(rollout_id ORDER BY ordinal) AS rollout_ids,
-                   count(DISTINCT prompt) > 1 AS mixed_prompts,
-                   min(reward) = max(reward) AS all_equal,
-                   min(ordinal) AS first_ordinal
-            FROM {k}
-            GROUP BY group_key
-            ORDER BY first_ordinal
-            """,
-        )
+    table, mixed_groups, equal_groups = _group(connection, episodes, kept)
     n_groups = table.num_rows
-    mixed = pc.sum(table.column("mixed_prompts")).as_py() or 0
-    equal = pc.sum(table.column("all_equal")).as_py() or 0
+    mixed = int(mixed_groups.sum())
+    equal = int(equal_groups.sum())
     if mixed:
         report.note(f"{mixed} group(s) mix rollouts with different prompts: the first rollout's prompt is used")
     if equal:
@@ -133,11 +166,11 @@ def build_grpo_dataset(
     ``GRPOTrainer`` (which generates its own completions) take the prompts:
     ``ds.select_columns(["prompt"])``. Other arguments as :func:`build_kto_dataset`.
     """
-    import datasets
+    from agent_rl_plugin.data.output import as_dataset
 
     with open_store(db_or_connection) as connection:
         table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns)
-    return datasets.Dataset(table)
+    return as_dataset(table)
 
 
 __all__ = ["build_grpo_dataset", "grpo_table"]

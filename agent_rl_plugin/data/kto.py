@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_rl_plugin.data.episodes import episode_rows
+from agent_rl_plugin.data.episodes import episode_rows, rollout_examples
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import open_store
 
@@ -62,8 +62,9 @@ class LabelRule:
             return cls(**dict(rule))
         raise DatasetError(f"label_rule must be a LabelRule, a method name or a dict, got {type(rule).__name__}")
 
-    def labels(self, rewards: np.ndarray, group_keys: Sequence[Any]) -> list[bool | None]:
-        """One label per reward (``None``: unlabelled)."""
+    def labels(self, rewards: np.ndarray, group_keys: Sequence[Any] | None) -> list[bool | None]:
+        """One label per reward (``None``: unlabelled); ``group_keys`` are needed by ``group``
+        and by ``quantile`` with ``per_group``."""
         from agent_rl_plugin.rewards.engine import RewardEngine
 
         engine = RewardEngine()
@@ -100,19 +101,21 @@ def kto_table(
     rule = LabelRule.parse(label_rule)
     report = report if report is not None else BuildReport()
     report.kind = "kto"
-    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report).table
-    rewards = episodes.column("reward").to_numpy(zero_copy_only=False).astype(float)
-    keys = episodes.column("group_key").to_pylist()
+    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report)
+    index = episodes.index
+    rewards = index.column("reward").to_numpy().astype(float)
+    keys = index.column("group_key").to_pylist() if rule.method == "group" or rule.per_group else None
     labels = pa.array(rule.labels(rewards, keys), pa.bool_())
-    unlabelled = pc.is_null(labels)
-    n_unlabelled = pc.sum(unlabelled).as_py() or 0
-    if n_unlabelled:
-        report.leave_out(
-            UNLABELLED, episodes.filter(unlabelled).column("rollout_id").slice(0, 3).to_pylist(), count=n_unlabelled
-        )
-    table = episodes.append_column("label", labels).filter(pc.invert(unlabelled))
-    columns = list(KTO_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
-    table = table.select(columns)
+    labelled = pc.is_valid(labels).to_numpy(zero_copy_only=False)
+    if not labelled.all():
+        report.leave_out(UNLABELLED, rollout_examples(index, ~labelled), count=int((~labelled).sum()))
+    rows = np.flatnonzero(labelled)
+    prompt, completion = episodes.messages(rows)
+    picked = index.take(pa.array(rows, pa.int64())) if not labelled.all() else index
+    columns = {"prompt": prompt, "completion": completion, "label": labels.take(pa.array(rows, pa.int64()))}
+    if extra_columns:
+        columns.update({name: picked.column(name) for name in EXTRA_COLUMNS})
+    table = pa.table(columns)
     report.rows = table.num_rows
     desirable = pc.sum(table.column("label")).as_py() or 0
     report.labels = {"desirable": int(desirable), "undesirable": int(table.num_rows - desirable)}
@@ -151,11 +154,11 @@ def build_kto_dataset(
     reward with weight 1. ``extra_columns`` adds rollout_id, group_id, task_id and reward.
     ``report`` (a :class:`BuildReport`) is filled with counts and what was left out.
     """
-    import datasets
+    from agent_rl_plugin.data.output import as_dataset
 
     with open_store(db_or_connection) as connection:
         table = kto_table(connection, where, sql, label_rule, weights, report, extra_columns)
-    return datasets.Dataset(table)
+    return as_dataset(table)
 
 
 __all__ = ["LabelRule", "build_kto_dataset", "kto_table", "LABEL_METHODS"]

@@ -60,25 +60,24 @@ def _llm_steps(connection: Any, sel: str) -> pa.Table:
 
 
 def _computed_advantages(
-    connection: Any, sel: str, steps: pa.Table, reward_names: list[str] | None, params: Mapping[str, Any]
+    connection: Any, sel: str, reward_names: list[str] | None, params: Mapping[str, Any]
 ) -> pa.Table:
-    """(rollout_id, step_index, advantage) from gigpo_advantages over steps_for_gigpo."""
+    """(rollout_id, step_index, advantage, state_key) from gigpo_advantages over
+    steps_for_gigpo (whose ``view_step_index`` is the steps view's step_index)."""
     from agent_rl_plugin.rl import gigpo_advantages, steps_for_gigpo
 
     where = f"rollout_id IN (SELECT rollout_id FROM {sel})"
     try:
         gigpo_steps = steps_for_gigpo(connection, where=where, reward_names=reward_names)
-        from agent_rl_plugin.rl.gigpo import as_arrow_table
-
-        gigpo_steps = as_arrow_table(gigpo_steps)
         values = np.asarray(gigpo_advantages(gigpo_steps, **dict(params)), dtype=float)
-    except (ValueError, TypeError) as exc:
-        raise DatasetError(f"GiGPO advantages: {exc}") from None
+    except ValueError as exc:  # AdvantageInputError is a ValueError
+        raise DatasetError(f"GiGPO advantages: {exc}", getattr(exc, "hint", None)) from None
     return pa.table(
         {
             "rollout_id": gigpo_steps.column("trajectory_id").cast(pa.string()),
-            "step_index": gigpo_steps.column("step_index").cast(pa.int64()),
+            "step_index": gigpo_steps.column("view_step_index").cast(pa.int64()),
             "advantage": pa.array(values, pa.float64()),
+            "state_key": gigpo_steps.column("state_key").cast(pa.string()),
         }
     )
 
@@ -103,7 +102,8 @@ def _table_advantages(connection: Any, sel: str, run_id: str | None, report: Bui
         return arrow(
             connection,
             f"""
-            SELECT rollout_id, CAST(step_index AS BIGINT) AS step_index, arg_max(value, created_at) AS advantage
+            SELECT rollout_id, CAST(step_index AS BIGINT) AS step_index, arg_max(value, created_at) AS advantage,
+                   arg_max(state_key, created_at) AS state_key
             FROM advantages
             WHERE run_id = '{escaped}' AND rollout_id IN (SELECT rollout_id FROM {sel})
             GROUP BY rollout_id, step_index
@@ -143,26 +143,30 @@ def step_table(
         if from_table or run_id is not None:
             advantages = _table_advantages(connection, sel, run_id, report)
         else:
-            advantages = _computed_advantages(
-                connection, sel, steps, list(weight_map) if weight_map else None, gigpo or {}
-            )
-        ordered = steps.append_column("ordinal", pa.array(np.arange(steps.num_rows), pa.int64()))
-        with registered(connection, ordered, "steps") as s, registered(connection, advantages, "adv") as a:
+            advantages = _computed_advantages(connection, sel, list(weight_map) if weight_map else None, gigpo or {})
+        keys = steps.select(["rollout_id", "step_index"]).append_column(
+            "row", pa.array(np.arange(steps.num_rows), pa.int64())
+        )
+        with registered(connection, keys, "steps") as s, registered(connection, advantages, "adv") as a:
             joined = arrow(
                 connection,
                 f"""
-                SELECT s.*, coalesce(exact.advantage, episode.advantage) AS advantage
+                SELECT s.row, coalesce(exact.advantage, episode.advantage) AS advantage,
+                       coalesce(exact.state_key, episode.state_key) AS computed_key
                 FROM {s} s
                 LEFT JOIN {a} exact ON exact.rollout_id = s.rollout_id AND exact.step_index = s.step_index
                 LEFT JOIN {a} episode ON episode.rollout_id = s.rollout_id AND episode.step_index IS NULL
-                ORDER BY s.ordinal
+                ORDER BY s.row
                 """,
             )
+    state_key = pc.coalesce(steps.column("state_key"), joined.column("computed_key"))
+    steps = steps.set_column(steps.column_names.index("state_key"), "state_key", state_key)
+    joined = steps.append_column("advantage", joined.column("advantage"))
     missing = pc.is_null(joined.column("advantage"))
     n_missing = pc.sum(missing).as_py() or 0
     if n_missing:
         report.leave_out(NO_ADVANTAGE, joined.filter(missing).column("rollout_id").slice(0, 3).to_pylist(), count=n_missing)
-    table = joined.filter(pc.invert(missing))
+    table = joined.filter(pc.invert(missing)) if n_missing else joined
     bad = pc.invert(pc.is_finite(table.column("advantage")))
     if table.num_rows and pc.any(bad).as_py():
         row = table.filter(bad).slice(0, 1).to_pylist()[0]
@@ -194,14 +198,14 @@ def build_step_dataset(
     mode, epsilon, baseline). ``weights``: the reward names passed to ``steps_for_gigpo``.
     ``from_table`` / ``run_id``: read the advantages from the ``advantages`` table instead.
     """
-    import datasets
+    from agent_rl_plugin.data.output import as_dataset
 
     with open_store(db_or_connection) as connection:
         table = step_table(
             connection, where, sql, weights, report,
             from_table=from_table, run_id=run_id, gigpo=gigpo, extra_columns=extra_columns,
         )
-    return datasets.Dataset(table)
+    return as_dataset(table)
 
 
 __all__ = ["LOGPROBS_ATTRIBUTE", "build_step_dataset", "step_table"]

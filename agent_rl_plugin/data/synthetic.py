@@ -11,8 +11,10 @@ or the final answer for the last call. Rewards: ``correct`` (emitted, 0 or 1) an
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import duckdb
 
@@ -140,4 +142,85 @@ def synthesize_store(
     return {"rollouts": rollouts, "spans": rollouts * 2 * llm_calls, "rewards": 2 * rollouts if rewards else 0}
 
 
-__all__ = ["synthesize_store"]
+__all__ = ["synthesize_store", "write_reward", "write_rollout"]
+
+
+def write_rollout(
+    connection: duckdb.DuckDBPyConnection,
+    rollout_id: str,
+    *,
+    llm_calls: Sequence[tuple[Any, Any]] = (),
+    task_id: str | None = None,
+    group_id: str | None = None,
+    agent_input: Any = None,
+    agent_output: Any = None,
+    rewards: Mapping[str, float] | None = None,
+    start_s: float = 0.0,
+    llm_attributes: Sequence[Mapping[str, Any]] | None = None,
+) -> None:
+    """Write one rollout precisely (for tests and examples): a root agent span with
+    ``agent_input``/``agent_output`` (JSON-encoded), one chat span per ``(input_messages,
+    output_messages)`` of ``llm_calls`` (lists are JSON-encoded, strings stored as given), and
+    ``rewards`` as code-plugin episode rows. ``llm_attributes`` adds attributes per call."""
+    base = BASE_NS + int(start_s * 1e9)
+    ids = {"agent_rl.rollout.id": rollout_id}
+    if task_id is not None:
+        ids["agent_rl.task.id"] = task_id
+    if group_id is not None:
+        ids["agent_rl.group.id"] = group_id
+    root = {"gen_ai.operation.name": "invoke_agent", "agent_rl.span.kind": "agent", "agent_rl.rollout.root": True, **ids}
+    if agent_input is not None:
+        root["agent_rl.input"] = json.dumps(agent_input)
+    if agent_output is not None:
+        root["agent_rl.output"] = json.dumps(agent_output)
+    rows = [("invoke_agent agent", None, "invoke_agent", "agent", True, root)]
+    for i, (inp, out) in enumerate(llm_calls):
+        attributes = {"gen_ai.operation.name": "chat", "agent_rl.span.kind": "llm", "gen_ai.request.model": "m", **ids}
+        for key, value in (("gen_ai.input.messages", inp), ("gen_ai.output.messages", out)):
+            if value is not None:
+                attributes[key] = value if isinstance(value, str) else json.dumps(value)
+        if llm_attributes and i < len(llm_attributes):
+            attributes.update(llm_attributes[i])
+        rows.append(("chat m", "root", "chat", "llm", False, attributes))
+    trace = rollout_id.replace("-", "")[:32].rjust(32, "0")
+    for n, (name, parent, operation, kind, is_root, attributes) in enumerate(rows):
+        start = base + n * 1_000_000
+        connection.execute(
+            "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms, "
+            "status_code, attributes, events, links, resource, rollout_id, task_id, group_id, is_rollout_root, "
+            "operation, span_kind, start_unix_nano, end_unix_nano, ingested_at) VALUES "
+            "(?, ?, ?, ?, 'INTERNAL', make_timestamp(?::BIGINT // 1000), make_timestamp(?::BIGINT // 1000), 0.5, "
+            "'UNSET', ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT // 1000))",
+            [
+                trace, f"{n + 1:016x}", None if parent is None else f"{1:016x}", name, start, start + 500_000,
+                json.dumps(attributes), rollout_id, task_id, group_id, is_root, operation, kind,
+                start, start + 500_000, base,
+            ],
+        )
+    for name, value in (rewards or {}).items():
+        write_reward(connection, rollout_id, name, value)
+
+
+def write_reward(
+    connection: duckdb.DuckDBPyConnection,
+    rollout_id: str,
+    name: str,
+    value: float | None,
+    *,
+    source: str = "code",
+    step_index: int | None = None,
+    error: str | None = None,
+    created_s: float = 0.0,
+) -> None:
+    """Append one row to ``rewards``."""
+    connection.execute(
+        "INSERT INTO rewards (reward_id, rollout_id, step_index, name, value, plugin, plugin_version, source, "
+        "created_at, error) VALUES (?, ?, ?, ?, ?, ?, '1', ?, make_timestamp(?::BIGINT), ?)",
+        [
+            f"{rollout_id}-{name}-{next(_reward_ids)}", rollout_id, step_index, name, value,
+            None if source == "emitted" else name, source, BASE_NS // 1000 + int(created_s * 1e6), error,
+        ],
+    )
+
+
+_reward_ids = itertools.count()
