@@ -29,6 +29,7 @@ FROZEN = {
     "0003_views_v1": "52a1b9f697ae7637",
     "0004_tasks_labels": "fc40bb0aefc9c3fa",
     "0005_advantages": "f7d221ef5959ae6d",
+    "0006_rollouts_v2": "0e4c6a59b4c48296",
 }
 
 

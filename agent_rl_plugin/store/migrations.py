@@ -21,7 +21,7 @@ from typing import Callable, Sequence, Union
 
 import duckdb
 
-from agent_rl_plugin.store.views import VIEWS_V1
+from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2
 
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
@@ -252,6 +252,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0004_tasks_labels", "Tables tasks (ground truth) and labels (human labels).", TASKS_AND_LABELS_SQL),
     Migration("0005_advantages", "Table advantages: GRPO, RLOO, Dr. GRPO and GiGPO advantages per run.", ADVANTAGES_SQL),
+    Migration(
+        "0006_rollouts_v2",
+        "View rollouts without the IN filter that made DuckDB 2.0 hang on LIMIT over large stores.",
+        ";\n".join(VIEWS_V2.values()) + ";",
+    ),
 )
 
 _lock = threading.Lock()

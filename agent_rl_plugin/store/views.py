@@ -278,6 +278,21 @@ FROM roots r
 LEFT JOIN members m ON m.rollout_id = r.rollout_id
 LEFT JOIN emitted e ON e.rollout_id = r.rollout_id"""
 
+# Version 2 of ``rollouts`` (migration ``0006_rollouts_v2``): the ``members`` aggregate no longer
+# filters ``rollout_id IN (SELECT rollout_id FROM roots)``. With that filter, DuckDB 2.0 deadlocks
+# on ``SELECT ... FROM rollouts LIMIT n`` (no ORDER BY) once a store holds ~70k rollouts: the
+# materialised ``roots`` CTE is read by both sides of the plan under a streaming limit. The
+# result is the same (the LEFT JOIN from ``roots`` drops spans of rollouts without a root).
+ROLLOUTS_V2 = ROLLOUTS_V1.replace(
+    """    FROM spans
+    WHERE rollout_id IN (SELECT rollout_id FROM roots)
+    GROUP BY rollout_id""",
+    """    FROM spans
+    WHERE rollout_id IS NOT NULL
+    GROUP BY rollout_id""",
+)
+assert ROLLOUTS_V2 != ROLLOUTS_V1
+
 #: Views created by migration ``0003_views_v1``, in creation order (later ones read earlier ones).
 VIEWS_V1: dict[str, str] = {
     "llm_calls": LLM_CALLS_V1,
@@ -289,7 +304,9 @@ VIEWS_V1: dict[str, str] = {
 }
 
 #: The SQL in force for each view: later versions (``VIEWS_V2``...) are merged in on top.
-CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1}
+VIEWS_V2: dict[str, str] = {"rollouts": ROLLOUTS_V2}
+
+CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2}
 
 #: The public views, in the order the schema documentation lists them.
 VIEW_NAMES: tuple[str, ...] = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "agents")
