@@ -140,6 +140,7 @@ class CalculatorAgent:
             record_llm_call(self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=8)
             yield StreamChunk("tool_calls", tool_calls=[call])
             self.prices[item] = await self.lookup(item)
+            history.append({"role": "assistant", "content": "", "tool_calls": [call]})
             history.append({"role": "tool", "tool_call_id": call["id"], "content": str(self.prices[item])})
         answer: float | None = None
         for _attempt in range(2):
@@ -147,6 +148,7 @@ class CalculatorAgent:
             call = {"id": f"calc-{_attempt}", "name": "calculate", "arguments": {"expression": expression}}
             record_llm_call(self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=12)
             yield StreamChunk("tool_calls", tool_calls=[call])
+            history.append({"role": "assistant", "content": "", "tool_calls": [call]})
             try:
                 answer = await self.calculate(expression)
                 history.append({"role": "tool", "tool_call_id": call["id"], "content": str(answer)})
