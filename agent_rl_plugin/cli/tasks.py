@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import typer
 
+from agent_rl_plugin.store.transaction import arrow_transaction
 from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, db_path, print_json, print_rows
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.cli.score import fail_plain, say
@@ -161,9 +162,7 @@ def write_tasks(path: str, tasks: list[TaskRow]) -> tuple[int, int]:
     )
     connection = connect_writer(path)
     try:
-        connection.register("_arl_new_tasks", table)
-        connection.execute("BEGIN TRANSACTION")
-        try:
+        with arrow_transaction(connection, {"_arl_new_tasks": table}):
             replaced = connection.execute(
                 "SELECT count(*) FROM tasks WHERE task_id IN (SELECT task_id FROM _arl_new_tasks)"
             ).fetchone()[0]
@@ -171,12 +170,6 @@ def write_tasks(path: str, tasks: list[TaskRow]) -> tuple[int, int]:
                 "INSERT OR REPLACE INTO tasks (task_id, prompt, ground_truth, metadata, imported_at) "
                 "SELECT task_id, prompt, ground_truth, metadata, imported_at FROM _arl_new_tasks"
             )
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        finally:
-            connection.unregister("_arl_new_tasks")
     finally:
         connection.close()
     return len(latest) - replaced, replaced

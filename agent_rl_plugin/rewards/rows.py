@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 import duckdb
 import pyarrow as pa
 
+from agent_rl_plugin.store.transaction import arrow_transaction
 from agent_rl_plugin.rewards.base import RewardPlugin
 
 COLUMNS: tuple[str, ...] = (
@@ -180,18 +181,9 @@ class RowWriter:
             self._connection = connect_writer(self.db_path)
         table = pa.Table.from_pylist(self.pending, schema=_SCHEMA)
         connection = self._connection
-        connection.register("_arl_new_rewards", table)
-        try:
-            connection.execute("BEGIN TRANSACTION")
-            try:
-                columns = ", ".join(COLUMNS)
-                connection.execute(f"INSERT INTO rewards ({columns}) SELECT {columns} FROM _arl_new_rewards")
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-        finally:
-            connection.unregister("_arl_new_rewards")
+        columns = ", ".join(COLUMNS)
+        with arrow_transaction(connection, {"_arl_new_rewards": table}):
+            connection.execute(f"INSERT INTO rewards ({columns}) SELECT {columns} FROM _arl_new_rewards")
         self.written += len(self.pending)
         self.pending = []
 

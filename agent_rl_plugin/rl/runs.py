@@ -20,6 +20,7 @@ import numpy as np
 import pluggy
 import pyarrow as pa
 
+from agent_rl_plugin.store.transaction import arrow_transaction
 from agent_rl_plugin.rl.gigpo import BASELINES, MODES, compute_gigpo
 from agent_rl_plugin.rl.grpo import SCALES, TRL_EPSILON, dr_grpo_advantages, group_summary, grpo_advantages, rloo_advantages
 from agent_rl_plugin.rl.store import AdvantageInputError, episode_rewards, steps_for_gigpo, table_report
@@ -217,22 +218,13 @@ def _write(connection: Any, run: AdvantageRun, columns: dict[str, Any]) -> int:
     """Append the rows in one transaction; ``advantage_id`` is ``run_id-N``."""
     table = pa.table(columns)
     names = ", ".join(columns)
-    connection.register("_arl_new_advantages", table)
-    try:
-        connection.execute("BEGIN TRANSACTION")
-        try:
-            connection.execute(
-                f"INSERT INTO advantages (advantage_id, run_id, method, parameters, input_hash, created_at, {names}) "
-                f"SELECT ? || '-' || CAST(row_number() OVER () AS VARCHAR), ?, ?, ?, ?, timezone('UTC', now()), {names} "
-                "FROM _arl_new_advantages",
-                [run.run_id, run.run_id, run.method, json.dumps(run.parameters, sort_keys=True), run.input_hash],
-            )
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-    finally:
-        connection.unregister("_arl_new_advantages")
+    with arrow_transaction(connection, {"_arl_new_advantages": table}):
+        connection.execute(
+            f"INSERT INTO advantages (advantage_id, run_id, method, parameters, input_hash, created_at, {names}) "
+            f"SELECT ? || '-' || CAST(row_number() OVER () AS VARCHAR), ?, ?, ?, ?, timezone('UTC', now()), {names} "
+            "FROM _arl_new_advantages",
+            [run.run_id, run.run_id, run.method, json.dumps(run.parameters, sort_keys=True), run.input_hash],
+        )
     return table.num_rows
 
 
