@@ -48,6 +48,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "cli_import": "agent_rl_plugin.cli.import_cmd",
     "rl_state_keys": "agent_rl_plugin.rl.state_keys",
     "cli_advantages": "agent_rl_plugin.cli.advantages",
+    "cli_train": "agent_rl_plugin.cli.train",
 }
 
 _lock = threading.Lock()

@@ -198,8 +198,22 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     assert rows["rewards"] == 16 + sum(r["scored"] + r["step_rows"] for r in scoring.values())
     assert rows["tool_calls"] >= 16 * 3 and rows["llm_calls"] >= 16 * 4
     assert 0 < summary["correct"] < 16  # a stochastic agent: groups differ
+    # a few KTO steps on a tiny model, labelled by task_completion, recorded as a training run
+    training = summary["training"]
+    assert "skipped" not in training, training
+    assert training["steps"] == 8 and training["rows"] == 16 and training["final_loss"] is not None
+    assert training["labels"] == {"desirable": summary["correct"], "undesirable": 16 - summary["correct"]}
+    assert "loss" in training["metrics"] and "train_runtime" in training["metrics"]
+    assert Path(training["adapter_path"], "adapter_config.json").is_file()
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("select run_id, status, n_rows from training_runs").fetchall() == [(training["run_id"], "ok", 16)]
+    assert con.execute(
+        "select count(distinct step) from training_metrics where run_id = ? and name = 'loss'", [training["run_id"]]
+    ).fetchone() == (8,)
+    con.close()
     assert time.perf_counter() - started < 180
     # the human-readable run prints the tree and the next queries
     human = subprocess.run([exe, "demo", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
     assert human.returncode == 0, human.stderr
     assert "Try next" in human.stdout and "execute_tool calculate" in human.stdout
+    assert "Training: KTO with LoRA" in human.stdout and "training run" in human.stdout

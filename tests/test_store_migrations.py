@@ -30,6 +30,7 @@ FROZEN = {
     "0004_tasks_labels": "fc40bb0aefc9c3fa",
     "0005_advantages": "f7d221ef5959ae6d",
     "0006_rollouts_v2": "0e4c6a59b4c48296",
+    "0007_training_runs": "5dd76de863c64036",
 }
 
 

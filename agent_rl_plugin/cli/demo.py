@@ -3,15 +3,19 @@
 Today it runs the example tool-using agent over a few tasks in groups, records every run into
 DuckDB (the agent rewards itself against the ground truth too), scores every rollout with the
 built-in reward plugins, and prints what landed (counts, the groups, the rewards, one rollout as
-a tree) and SQL to try next. Training on these rollouts joins the demo with the training
-release.
+a tree) and SQL to try next; then trains a LoRA adapter with KTO for a few steps on this run's
+rollouts (labelled by task_completion) on a tiny offline Qwen2 built next to the database, and
+records the run in ``training_runs`` / ``training_metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import time
+import warnings
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,6 +27,7 @@ from agent_rl_plugin.hookspecs import hookimpl
 NEXT_QUERIES = (
     "select tool_name, count(*) as calls, count(error) as errors from tool_calls group by tool_name",
     "select rollout_id, step_index, name, value, reason from rewards where name = 'tool_success' and value < 1 limit 10",
+    "select run_id, step, value as loss from training_metrics where name = 'loss' order by run_id, step",
     "select task_id, avg(total_reward) as accuracy, count(*) as rollouts from rollouts group by task_id order by task_id",
     "select rollout_id, step_index, kind, name, status from steps where rollout_id = (select min(rollout_id) from rollouts) order by step_index",
 )
@@ -59,6 +64,7 @@ def demo(
     report = score(path, rollout_ids=ids_list, workers=2, timeout_s=30.0)
     elapsed = time.perf_counter() - started
     ids = ", ".join(f"'{r.rollout_id}'" for r in results)
+    training = train_step(path, ids, quiet=json_output)
     summary = landed(path, ids)
     summary.update(
         scoring=report.to_dict(),
@@ -66,6 +72,7 @@ def demo(
         rollouts_run=len(results),
         correct=sum(r.correct for r in results),
         seconds=round(elapsed, 2),
+        training=training,
         next_queries=list(NEXT_QUERIES),
     )
     if json_output:
@@ -95,10 +102,68 @@ def demo(
     from agent_rl_plugin.cli.traces import show_trace
 
     show_trace(example.rollout_id, db=path, json_output=False)
-    console.print("\n[bold]Training[/]: KTO and GRPO/GiGPO LoRA training on these rollouts joins this demo with the training release.")
+    print_training(training, path)
     console.print("\n[bold]Try next:[/]")
     for sql in NEXT_QUERIES:
         console.print(f'  agent-rl query --db {path} "{sql}"', highlight=False, soft_wrap=True)
+
+
+def tiny_model_dir(path: str) -> str:
+    """The demo's tiny model: next to the database, built once and reused."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), ".agent-rl-tiny-model")
+
+
+def train_step(path: str, ids: str, quiet: bool = False) -> dict:
+    """KTO (LoRA) for a few steps on this run's rollouts; the summary, or ``{"skipped": reason}``."""
+    from agent_rl_plugin.cli.common import UserError
+    from agent_rl_plugin.cli.train import run_kto
+
+    try:
+        import peft  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - the training extras are missing
+        return {"skipped": f"training needs trl and peft ({exc})"}
+    if not quiet:
+        console.print("[dim]training a LoRA adapter with KTO on a tiny offline model ...[/]")
+    model = tiny_model_dir(path)
+    out = os.path.join(os.path.dirname(os.path.abspath(path)), "runs", "demo-kto-" + time.strftime("%Y%m%d-%H%M%S"))
+    noise = io.StringIO()  # progress bars and library warnings of the trainer
+    try:
+        with contextlib.redirect_stderr(noise), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if not os.path.isfile(os.path.join(model, "config.json")):
+                from agent_rl_plugin.train import build_tiny_model
+
+                build_tiny_model(model)
+            return run_kto(
+                model=model, out=out, db=path, sql=f"select rollout_id from rollouts where rollout_id in ({ids})",
+                label_rule="threshold", weights={"task_completion": 1.0}, max_steps=8, batch_size=4,
+                lora_r=8, learning_rate=1e-3, config_overrides={"max_length": 512},
+            )
+    except UserError as exc:
+        return {"skipped": str(exc)}
+
+
+def print_training(training: dict, path: str) -> None:
+    if "skipped" in training:
+        console.print(f"\n[bold]Training[/]: skipped: {training['skipped']}", highlight=False)
+        return
+    labels = training["labels"]
+    console.print(
+        f"\n[bold]Training[/]: KTO with LoRA on a tiny offline Qwen2, {training['rows']} rollouts of this run "
+        f"({labels['desirable']} desirable / {labels['undesirable']} undesirable by task_completion), "
+        f"{training['steps']} steps in {training['seconds']} s.",
+        highlight=False,
+    )
+    columns, rows = run_query(
+        path,
+        "select step, round(max(value) filter (where name = 'loss'), 4) as loss, "
+        "round(max(value) filter (where name = 'rewards/margins'), 4) as reward_margin, "
+        "round(max(value) filter (where name = 'kl'), 4) as kl from training_metrics "
+        f"where run_id = '{training['run_id']}' and name in ('loss', 'rewards/margins', 'kl') group by step order by step",
+    )
+    print_rows(columns, rows, title=f"training run {training['run_id']}")
+    console.print(f"  adapter: {training['adapter_path']}", highlight=False, soft_wrap=True)
 
 
 def landed(path: str, ids: str) -> dict:

@@ -26,7 +26,9 @@ from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
 #: The tables the migrations create, in the order they appear (views are in views.VIEW_NAMES).
-TABLE_NAMES: tuple[str, ...] = ("spans", "rewards", "tasks", "labels", "advantages")
+TABLE_NAMES: tuple[str, ...] = (
+    "spans", "rewards", "tasks", "labels", "advantages", "training_runs", "training_metrics"
+)
 
 Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
 
@@ -241,6 +243,59 @@ ADVANTAGES_SQL = f"""CREATE TABLE advantages (
 COMMENT ON TABLE advantages IS 'Advantages computed by `agent-rl advantages compute` (GRPO, RLOO, Dr. GRPO per rollout; GiGPO per action), one run_id per computation.';
 {_comments("advantages", _ADVANTAGES_COMMENTS)}"""
 
+_TRAINING_RUNS_COMMENTS = {
+    "run_id": "Unique id of the training run (uuid hex).",
+    "method": "Training method, e.g. kto.",
+    "model": "Base model: the local directory or model name it was loaded from.",
+    "output_dir": "Directory of checkpoints, logs and the adapter.",
+    "adapter_path": "Where the trained LoRA adapter was saved (NULL if the run failed).",
+    "config": "JSON object of the full training configuration.",
+    "dataset_sql": "The --where condition or --sql query (or dataset file) that selected the training rows.",
+    "n_rows": "Rows in the training dataset.",
+    "started_at": "When training started, UTC.",
+    "finished_at": "When training ended (or failed), UTC.",
+    "status": "ok or error.",
+    "error": "The error message when status is error, else NULL.",
+    "final_metrics": "JSON object: the last logged value of each metric, then the trainer's run summary.",
+}
+
+_TRAINING_METRICS_COMMENTS = {
+    "run_id": "The training run (training_runs.run_id).",
+    "step": "Optimizer step (global_step) at which the value was logged.",
+    "epoch": "Epoch (fractional) at which the value was logged.",
+    "name": "Metric name as logged by the trainer (loss, learning_rate, rewards/chosen_sum, ...).",
+    "value": "The logged value.",
+    "logged_at": "When the row was written, UTC.",
+}
+
+TRAINING_RUNS_SQL = f"""CREATE TABLE training_runs (
+    run_id VARCHAR PRIMARY KEY,
+    method VARCHAR NOT NULL,
+    model VARCHAR,
+    output_dir VARCHAR,
+    adapter_path VARCHAR,
+    config JSON,
+    dataset_sql VARCHAR,
+    n_rows INTEGER,
+    started_at TIMESTAMP,
+    finished_at TIMESTAMP,
+    status VARCHAR NOT NULL,
+    error VARCHAR,
+    final_metrics JSON
+);
+COMMENT ON TABLE training_runs IS 'One row per training run (agent-rl train kto, agent-rl demo): model, data selection, config, outcome.';
+{_comments("training_runs", _TRAINING_RUNS_COMMENTS)}
+CREATE TABLE training_metrics (
+    run_id VARCHAR NOT NULL,
+    step INTEGER,
+    epoch DOUBLE,
+    name VARCHAR NOT NULL,
+    value DOUBLE,
+    logged_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE training_metrics IS 'Metrics logged during training runs: one row per (run, step, metric name).';
+{_comments("training_metrics", _TRAINING_METRICS_COMMENTS)}"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -257,6 +312,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "View rollouts without the IN filter that made DuckDB 2.0 hang on LIMIT over large stores.",
         ";\n".join(VIEWS_V2.values()) + ";",
     ),
+    Migration("0007_training_runs", "Tables training_runs and training_metrics: training runs and their logged metrics.", TRAINING_RUNS_SQL),
 )
 
 _lock = threading.Lock()
