@@ -1,37 +1,66 @@
-"""Training on logged rollouts with TRL + PEFT (see ``docs``):
+"""Training on logged rollouts with TRL + PEFT (see ``docs/training.md``):
 
-* :func:`train_kto` with :class:`KTOTrainConfig`: KTO with LoRA on ``build_kto_dataset`` rows,
-  returning a :class:`TrainResult` (adapter path, metrics, log history);
+* :func:`train_kto` with :class:`KTOTrainConfig`: KTO with LoRA on ``build_kto_dataset`` rows;
+* :func:`train_grpo` with :class:`GRPOTrainConfig`: online GRPO (TRL's ``GRPOTrainer``) with
+  reward plugins as reward functions (:func:`reward_functions`) on prompts mined from the store
+  (:func:`build_prompt_dataset`);
+* :func:`train_offline_grpo` with :class:`OfflineGRPOTrainConfig`: offline GRPO / GiGPO on logged
+  completions with precomputed advantages;
+* :func:`apply_hardware_profile`: machine-dependent fields (batch, accumulation, LoRA rank,
+  precision) from the detected hardware; :func:`load_config_file`: YAML/TOML config files;
+* :func:`merge_adapter`: a merged model that loads with plain transformers;
 * :func:`implicit_reward_accuracy`: held-out preference accuracy of the implicit reward;
 * :func:`record_training_run`: a run and its logged metrics into ``training_runs`` / ``training_metrics``;
 * :func:`build_tiny_model`: a tiny offline Qwen2 + tokenizer for demos and tests.
 
-Importing this package does not import torch/TRL; they load when a function runs.
+Each trainer returns a :class:`TrainResult`. Importing this package does not import
+torch/TRL; they load when a function runs (names resolve lazily).
 """
 
 from __future__ import annotations
 
-from agent_rl_plugin.train.config import KTOTrainConfig, TrainConfigError, balanced_weights
-from agent_rl_plugin.train.kto import (
-    TrainError,
-    TrainResult,
-    check_kto_dataset,
-    implicit_reward_accuracy,
-    train_kto,
-)
-from agent_rl_plugin.train.records import record_training_run
-from agent_rl_plugin.train.tiny import build_tiny_model, build_tokenizer
+import importlib
+from typing import Any
 
-__all__ = [
-    "KTOTrainConfig",
-    "TrainConfigError",
-    "TrainError",
-    "TrainResult",
-    "balanced_weights",
-    "build_tiny_model",
-    "build_tokenizer",
-    "check_kto_dataset",
-    "implicit_reward_accuracy",
-    "record_training_run",
-    "train_kto",
-]
+_EXPORTS = {
+    "KTOTrainConfig": "agent_rl_plugin.train.config",
+    "LoRATrainConfig": "agent_rl_plugin.train.config",
+    "TrainConfigError": "agent_rl_plugin.train.config",
+    "balanced_weights": "agent_rl_plugin.train.config",
+    "GRPOTrainConfig": "agent_rl_plugin.train.grpo_config",
+    "OfflineGRPOTrainConfig": "agent_rl_plugin.train.grpo_config",
+    "TrainError": "agent_rl_plugin.train.common",
+    "TrainResult": "agent_rl_plugin.train.common",
+    "latest_checkpoint": "agent_rl_plugin.train.common",
+    "Hardware": "agent_rl_plugin.train.hardware",
+    "HardwareProfile": "agent_rl_plugin.train.hardware",
+    "apply_hardware_profile": "agent_rl_plugin.train.hardware",
+    "detect_hardware": "agent_rl_plugin.train.hardware",
+    "load_config_file": "agent_rl_plugin.train.config_files",
+    "check_kto_dataset": "agent_rl_plugin.train.kto",
+    "implicit_reward_accuracy": "agent_rl_plugin.train.kto",
+    "train_kto": "agent_rl_plugin.train.kto",
+    "train_grpo": "agent_rl_plugin.train.grpo",
+    "build_prompt_dataset": "agent_rl_plugin.train.prompts",
+    "reward_functions": "agent_rl_plugin.train.reward_funcs",
+    "train_offline_grpo": "agent_rl_plugin.train.offline",
+    "merge_adapter": "agent_rl_plugin.train.export",
+    "record_training_run": "agent_rl_plugin.train.records",
+    "build_tiny_model": "agent_rl_plugin.train.tiny",
+    "build_tokenizer": "agent_rl_plugin.train.tiny",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_rl_plugin.train' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,10 +1,19 @@
-"""Configuration of :func:`agent_rl_plugin.train.train_kto` (KTO with LoRA on TRL + PEFT).
+"""Configuration of the trainers: one dataclass per method, help text on every field
+(``dataclasses.fields(cls)[i].metadata["help"]``) and validation in ``__post_init__`` raising
+:class:`TrainConfigError` (a ``ValueError``) with a message that names the field.
 
-Every field has help text (``dataclasses.fields(KTOTrainConfig)[i].metadata["help"]``);
-``__post_init__`` checks the values and raises :class:`TrainConfigError` (a ``ValueError``)
-with a message that names the field.
+* :class:`LoRATrainConfig`: what every method shares (model, output, optimiser, LoRA,
+  precision, checkpoints);
+* :class:`KTOTrainConfig`: KTO (this module);
+* :class:`~agent_rl_plugin.train.grpo_config.GRPOTrainConfig` and
+  :class:`~agent_rl_plugin.train.grpo_config.OfflineGRPOTrainConfig`: online and offline GRPO.
 
-Balanced weights (``desirable_weight``/``undesirable_weight`` left ``None``): TRL's KTO
+Fields left ``None`` that depend on the machine (``batch_size``,
+``gradient_accumulation_steps``, ``lora_r``, ``lora_alpha``, ``use_cpu``, ``bf16``) are filled by
+:func:`agent_rl_plugin.train.hardware.apply_hardware_profile` when training starts; a value
+given explicitly is always kept.
+
+Balanced KTO weights (``desirable_weight``/``undesirable_weight`` left ``None``): TRL's KTO
 documentation recommends weights such that
 ``desirable_weight * n_desirable / (undesirable_weight * n_undesirable)`` lies in ``[1, 4/3]``.
 :func:`balanced_weights` keeps ``undesirable_weight = 1`` and sets ``desirable_weight = 1`` when
@@ -18,7 +27,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 RATIO_LOW = 1.0
 RATIO_HIGH = 4.0 / 3.0
@@ -27,24 +36,6 @@ RATIO_TARGET = 7.0 / 6.0
 
 class TrainConfigError(ValueError):
     """A training configuration value is invalid."""
-
-
-def _cuda_available() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # pragma: no cover - torch missing or broken
-        return False
-
-
-def _bf16_supported() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    except Exception:  # pragma: no cover
-        return False
 
 
 def balanced_weights(n_desirable: int, n_undesirable: int) -> tuple[float, float]:
@@ -65,41 +56,42 @@ def _help(text: str, default=None, factory=None):
     return field(default=default, metadata={"help": text})
 
 
+def _positive_int(name: str, value, minimum: int = 1) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise TrainConfigError(f"{name} must be an integer >= {minimum} or None, got {value!r}")
+
+
 @dataclass
-class KTOTrainConfig:
-    """What :func:`~agent_rl_plugin.train.train_kto` trains and how (see the module doc)."""
+class LoRATrainConfig:
+    """Fields every trainer shares. Subclasses add their method's fields."""
 
     model: str = _help("Base model: a local directory or a Hugging Face model name (loaded with from_pretrained).")
-    output_dir: str = _help("Directory for checkpoints, logs and the saved LoRA adapter.")
+    output_dir: str = _help("Directory for checkpoints, logs and the saved LoRA adapter (<output_dir>/adapter).")
     learning_rate: float = _help("Peak learning rate of the LoRA parameters.", 5e-5)
     epochs: float = _help("Number of passes over the dataset (ignored when max_steps is set).", 1.0)
     max_steps: Optional[int] = _help("Stop after this many optimizer steps (None: use epochs).", None)
-    batch_size: int = _help(
-        "Per-device train batch size; must be > 1 because KTO estimates its KL term by pairing "
-        "completions within a batch.",
-        8,
+    batch_size: Optional[int] = _help("Per-device train batch size (None: from the hardware profile).", None)
+    gradient_accumulation_steps: Optional[int] = _help(
+        "Batches accumulated per optimizer step (None: from the hardware profile).", None
     )
-    gradient_accumulation_steps: int = _help("Batches accumulated per optimizer step.", 1)
-    lora_r: int = _help("LoRA rank.", 16)
-    lora_alpha: int = _help("LoRA alpha (scale = alpha / r).", 32)
+    lora_r: Optional[int] = _help("LoRA rank (None: from the hardware profile).", None)
+    lora_alpha: Optional[float] = _help("LoRA alpha, scale = alpha / r (None: 2 * lora_r).", None)
     lora_dropout: float = _help("Dropout on the LoRA input, in [0, 1).", 0.0)
     target_modules: Optional[list[str]] = _help(
         "Module names that get LoRA adapters (None: 'all-linear', every linear layer but the output head).",
         None,
     )
-    beta: float = _help("KTO beta: strength of the implicit KL penalty against the reference model (> 0).", 0.1)
-    desirable_weight: Optional[float] = _help(
-        "Loss weight of desirable rows (None: balanced from the label counts, see balanced_weights).", None
-    )
-    undesirable_weight: Optional[float] = _help(
-        "Loss weight of undesirable rows (None: 1, or balanced with desirable_weight).", None
-    )
     max_length: Optional[int] = _help("Truncate prompt + completion to this many tokens (None: no limit).", 1024)
-    seed: int = _help("Random seed of the trainer (data order, LoRA init).", 42)
-    use_cpu: Optional[bool] = _help("Train on CPU (None: auto, CPU when CUDA is not available).", None)
+    seed: int = _help("Random seed of the trainer (data order, LoRA init, sampling).", 42)
+    use_cpu: Optional[bool] = _help("Train on CPU (None: auto, CPU when no GPU is available).", None)
     bf16: Optional[bool] = _help("Use bf16 mixed precision (None: auto, when the GPU supports it).", None)
     logging_steps: int = _help("Log metrics every this many steps.", 1)
     save_strategy: str = _help("When the trainer saves checkpoints: 'no', 'steps' or 'epoch'.", "no")
+    save_steps: int = _help("With save_strategy='steps': save a checkpoint every this many steps.", 500)
+    save_total_limit: Optional[int] = _help("Keep at most this many checkpoints (None: all).", None)
+    resume_from_checkpoint: Union[bool, str, None] = _help(
+        "Resume from a checkpoint: a checkpoint directory, or True for the latest under output_dir.", None
+    )
     report_to: list[str] = _help("Experiment trackers for the trainer (e.g. ['wandb']); [] for none.", factory=list)
 
     def __post_init__(self) -> None:
@@ -115,19 +107,11 @@ class KTOTrainConfig:
             raise TrainConfigError(f"epochs must be > 0 (or set max_steps), got {self.epochs}")
         if self.max_steps is not None and self.max_steps < 1:
             raise TrainConfigError(f"max_steps must be >= 1 or None, got {self.max_steps}")
-        if self.batch_size <= 1:
-            raise TrainConfigError(
-                f"batch_size must be > 1 for KTO (got {self.batch_size}): KTO estimates its KL term by "
-                "pairing completions within a batch; use 2 or more"
-            )
-        if self.gradient_accumulation_steps < 1:
-            raise TrainConfigError(
-                f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}"
-            )
-        if self.lora_r < 1:
-            raise TrainConfigError(f"lora_r must be >= 1, got {self.lora_r}")
-        if not self.lora_alpha > 0:
-            raise TrainConfigError(f"lora_alpha must be > 0, got {self.lora_alpha}")
+        _positive_int("batch_size", self.batch_size)
+        _positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
+        _positive_int("lora_r", self.lora_r)
+        if self.lora_alpha is not None and not self.lora_alpha > 0:
+            raise TrainConfigError(f"lora_alpha must be > 0 or None, got {self.lora_alpha}")
         if not 0 <= self.lora_dropout < 1:
             raise TrainConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.target_modules is not None:
@@ -136,25 +120,98 @@ class KTOTrainConfig:
             self.target_modules = list(self.target_modules)
             if not self.target_modules:
                 raise TrainConfigError("target_modules: give at least one module name, or None for all linear layers")
-        if not self.beta > 0:
-            raise TrainConfigError(f"beta must be > 0, got {self.beta}")
-        for name in ("desirable_weight", "undesirable_weight"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise TrainConfigError(f"{name} must be > 0 or None, got {value}")
         if self.max_length is not None and self.max_length < 2:
             raise TrainConfigError(f"max_length must be >= 2 or None, got {self.max_length}")
         if self.logging_steps < 1:
             raise TrainConfigError(f"logging_steps must be >= 1, got {self.logging_steps}")
         if self.save_strategy not in ("no", "steps", "epoch"):
             raise TrainConfigError(f"save_strategy must be 'no', 'steps' or 'epoch', got {self.save_strategy!r}")
+        _positive_int("save_steps", self.save_steps)
+        _positive_int("save_total_limit", self.save_total_limit)
+        if isinstance(self.resume_from_checkpoint, str):
+            if self.resume_from_checkpoint.lower() in ("true", "latest"):
+                self.resume_from_checkpoint = True
+            elif not self.resume_from_checkpoint.strip():
+                self.resume_from_checkpoint = None
+        if self.resume_from_checkpoint is False:
+            self.resume_from_checkpoint = None
         if isinstance(self.report_to, str):
             self.report_to = [] if self.report_to == "none" else [self.report_to]
         self.report_to = list(self.report_to)
-        if self.use_cpu is None:
-            self.use_cpu = not _cuda_available()
-        if self.bf16 is None:
-            self.bf16 = (not self.use_cpu) and _bf16_supported()
+
+    # -- helpers the trainers share -------------------------------------------------------------
+
+    def resolved_lora_alpha(self) -> float:
+        """``lora_alpha``, or ``2 * lora_r`` when it was left ``None``."""
+        if self.lora_alpha is not None:
+            return float(self.lora_alpha)
+        if self.lora_r is None:
+            raise TrainConfigError("lora_r is not set: call apply_hardware_profile(config) first")
+        return float(2 * self.lora_r)
+
+    def lora_config(self):
+        """The ``peft.LoraConfig`` of these fields (causal LM)."""
+        from peft import LoraConfig
+
+        if self.lora_r is None:
+            raise TrainConfigError("lora_r is not set: call apply_hardware_profile(config) first")
+        return LoraConfig(
+            r=self.lora_r,
+            lora_alpha=self.resolved_lora_alpha(),
+            lora_dropout=self.lora_dropout,
+            target_modules=self.target_modules if self.target_modules is not None else "all-linear",
+            task_type="CAUSAL_LM",
+        )
+
+    def trainer_arguments(self) -> dict:
+        """Keyword arguments of ``transformers.TrainingArguments`` (and TRL's configs, its
+        subclasses) that these fields set. The hardware fields must be resolved."""
+        missing = [n for n in ("batch_size", "gradient_accumulation_steps", "use_cpu", "bf16") if getattr(self, n) is None]
+        if missing:
+            raise TrainConfigError(f"{', '.join(missing)} not set: call apply_hardware_profile(config) first")
+        return dict(
+            output_dir=self.output_dir,
+            learning_rate=self.learning_rate,
+            num_train_epochs=self.epochs,
+            max_steps=self.max_steps if self.max_steps is not None else -1,
+            per_device_train_batch_size=self.batch_size,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            seed=self.seed,
+            use_cpu=bool(self.use_cpu),
+            bf16=bool(self.bf16),
+            logging_steps=self.logging_steps,
+            save_strategy=self.save_strategy,
+            save_steps=self.save_steps,
+            save_total_limit=self.save_total_limit,
+            report_to=list(self.report_to),
+        )
+
+
+@dataclass
+class KTOTrainConfig(LoRATrainConfig):
+    """What :func:`~agent_rl_plugin.train.train_kto` trains and how (see the module doc)."""
+
+    beta: float = _help("KTO beta: strength of the implicit KL penalty against the reference model (> 0).", 0.1)
+    desirable_weight: Optional[float] = _help(
+        "Loss weight of desirable rows (None: balanced from the label counts, see balanced_weights).", None
+    )
+    undesirable_weight: Optional[float] = _help(
+        "Loss weight of undesirable rows (None: 1, or balanced with desirable_weight).", None
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size is not None and self.batch_size <= 1:
+            raise TrainConfigError(
+                f"batch_size must be > 1 for KTO (got {self.batch_size}): KTO estimates its KL term by "
+                "pairing completions within a batch; use 2 or more"
+            )
+        if not self.beta > 0:
+            raise TrainConfigError(f"beta must be > 0, got {self.beta}")
+        for name in ("desirable_weight", "undesirable_weight"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise TrainConfigError(f"{name} must be > 0 or None, got {value}")
 
     def weights_for(self, n_desirable: int, n_undesirable: int) -> tuple[float, float]:
         """The ``(desirable_weight, undesirable_weight)`` used for these label counts."""
@@ -166,4 +223,4 @@ class KTOTrainConfig:
         )
 
 
-__all__ = ["KTOTrainConfig", "TrainConfigError", "balanced_weights"]
+__all__ = ["KTOTrainConfig", "LoRATrainConfig", "TrainConfigError", "balanced_weights"]

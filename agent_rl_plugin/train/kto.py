@@ -15,28 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from agent_rl_plugin.train.common import (
+    TrainError,
+    TrainResult,
+    checkpoint_to_resume,
+    load_model_and_tokenizer,
+    save_adapter,
+    summarize_run,
+)
 from agent_rl_plugin.train.config import KTOTrainConfig, TrainConfigError
-
-
-class TrainError(ValueError):
-    """The data or setup cannot be trained on (e.g. only one label class)."""
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train_kto` produced."""
-
-    output_dir: str
-    adapter_path: str
-    metrics: dict[str, float]
-    n_rows: int
-    n_desirable: int
-    n_undesirable: int
-    desirable_weight: float
-    undesirable_weight: float
-    global_step: int
-    seconds: float
-    log_history: list[dict[str, Any]] = field(default_factory=list)
+from agent_rl_plugin.train.hardware import HardwareProfile, apply_hardware_profile
 
 
 def _label_counts(dataset) -> tuple[int, int]:
@@ -61,25 +49,18 @@ def check_kto_dataset(dataset) -> tuple[int, int]:
     return n_desirable, n_undesirable
 
 
-def _lora_config(config: KTOTrainConfig):
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=config.target_modules if config.target_modules is not None else "all-linear",
-        task_type="CAUSAL_LM",
-    )
-
-
-def train_kto(config: KTOTrainConfig, dataset) -> TrainResult:
+def train_kto(
+    config: KTOTrainConfig, dataset, *, hardware: HardwareProfile | None = None, progress: bool = True
+) -> TrainResult:
     """Train a LoRA adapter on ``dataset`` (``prompt``, ``completion``, ``label`` rows, plain or
     conversational, e.g. from :func:`agent_rl_plugin.data.build_kto_dataset`) with
     ``trl.KTOTrainer``; the adapter (and tokenizer) are saved with ``trainer.save_model`` under
-    ``config.output_dir/adapter``."""
+    ``config.output_dir/adapter``. Fields left ``None`` are filled by
+    :func:`~agent_rl_plugin.train.hardware.apply_hardware_profile` (``hardware``: a profile
+    already applied). ``config.resume_from_checkpoint`` resumes a run saved with checkpoints."""
     if not isinstance(config, KTOTrainConfig):
         raise TypeError(f"config must be a KTOTrainConfig, got {type(config).__name__}")
+    profile = hardware or apply_hardware_profile(config)
     if config.batch_size <= 1:  # a config mutated after construction
         raise TrainConfigError(
             f"batch_size must be > 1 for KTO (got {config.batch_size}): KTO estimates its KL term by "
@@ -93,48 +74,33 @@ def train_kto(config: KTOTrainConfig, dataset) -> TrainResult:
         )
     desirable_weight, undesirable_weight = config.weights_for(n_desirable, n_undesirable)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import KTOConfig, KTOTrainer
 
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(config.model)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.model)
+    resume = checkpoint_to_resume(config)
+    model, tokenizer = load_model_and_tokenizer(config.model)
     args = KTOConfig(
-        output_dir=config.output_dir,
-        learning_rate=config.learning_rate,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps if config.max_steps is not None else -1,
-        per_device_train_batch_size=config.batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        **config.trainer_arguments(),
         beta=config.beta,
         desirable_weight=desirable_weight,
         undesirable_weight=undesirable_weight,
         max_length=config.max_length,
-        seed=config.seed,
-        use_cpu=bool(config.use_cpu),
-        bf16=bool(config.bf16),
-        logging_steps=config.logging_steps,
-        save_strategy=config.save_strategy,
-        report_to=list(config.report_to),
+        disable_tqdm=not progress,
     )
     trainer = KTOTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=_lora_config(config),
+        peft_config=config.lora_config(),
     )
-    output = trainer.train()
-    adapter_path = str(Path(config.output_dir) / "adapter")
-    trainer.save_model(adapter_path)
-    history = [dict(entry) for entry in trainer.state.log_history]
-    metrics: dict[str, float] = {}
-    for entry in history:  # the last value logged for each metric, then the run summary
-        metrics.update({k: v for k, v in entry.items() if isinstance(v, (int, float))})
-    metrics.update({k: v for k, v in (output.metrics or {}).items() if isinstance(v, (int, float))})
+    output = trainer.train(resume_from_checkpoint=resume)
+    adapter_path = save_adapter(trainer, config.output_dir)
+    metrics, history = summarize_run(trainer, output)
     return TrainResult(
+        method="kto",
+        hardware=profile.to_dict(),
+        resumed_from=resume,
         output_dir=config.output_dir,
         adapter_path=adapter_path,
         metrics=metrics,

@@ -1,0 +1,117 @@
+"""What the trainers share: :class:`TrainResult`, loading a model and tokenizer through
+``from_pretrained``, finding the checkpoint to resume from, and summarising a finished
+``transformers.Trainer`` run."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_rl_plugin.train.config import TrainConfigError
+
+
+class TrainError(ValueError):
+    """The data or setup cannot be trained on (e.g. only one label class)."""
+
+
+@dataclass
+class TrainResult:
+    """What a trainer produced (``train_kto``, ``train_grpo``, ``train_offline_grpo``)."""
+
+    output_dir: str
+    adapter_path: str
+    metrics: dict[str, float]
+    n_rows: int
+    global_step: int
+    seconds: float
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    method: str = "kto"
+    n_desirable: int = 0
+    n_undesirable: int = 0
+    desirable_weight: float = 1.0
+    undesirable_weight: float = 1.0
+    hardware: dict[str, Any] = field(default_factory=dict)
+    resumed_from: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def latest_checkpoint(output_dir: str | os.PathLike[str]) -> str | None:
+    """The ``checkpoint-N`` directory with the largest N under ``output_dir``, or ``None``."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+    return str(max(found)[1]) if found else None
+
+
+def checkpoint_to_resume(config: Any) -> str | None:
+    """The checkpoint directory ``config.resume_from_checkpoint`` names (``True``: the latest
+    under ``output_dir``), or ``None`` to start fresh. Raises :class:`TrainConfigError` when the
+    asked-for checkpoint does not exist."""
+    wanted = getattr(config, "resume_from_checkpoint", None)
+    if wanted in (None, False):
+        return None
+    if wanted is True:
+        found = latest_checkpoint(config.output_dir)
+        if found is None:
+            raise TrainConfigError(
+                f"resume_from_checkpoint: no checkpoint-N directory under {config.output_dir}; "
+                "train with save_strategy='steps' first, or give a checkpoint directory"
+            )
+        return found
+    path = os.fspath(wanted)
+    if not os.path.isfile(os.path.join(path, "trainer_state.json")):
+        raise TrainConfigError(
+            f"resume_from_checkpoint: {path} is not a checkpoint (no trainer_state.json); "
+            f"give a checkpoint-N directory or True for the latest under output_dir"
+        )
+    return path
+
+
+def load_model_and_tokenizer(model_path: str):
+    """``(model, tokenizer)`` through ``from_pretrained``; a tokenizer without a pad token pads
+    with its end-of-sequence token."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    return model, tokenizer
+
+
+def summarize_run(trainer: Any, output: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """``(metrics, log_history)`` of a finished trainer: the last value logged for each metric,
+    then the run summary of ``trainer.train()``."""
+    history = [dict(entry) for entry in trainer.state.log_history]
+    metrics: dict[str, float] = {}
+    for entry in history:
+        metrics.update({k: v for k, v in entry.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    metrics.update(
+        {k: v for k, v in (getattr(output, "metrics", None) or {}).items() if isinstance(v, (int, float))}
+    )
+    return metrics, history
+
+
+def save_adapter(trainer: Any, output_dir: str) -> str:
+    """Save the LoRA adapter and the tokenizer under ``output_dir/adapter``; returns that path."""
+    adapter_path = str(Path(output_dir) / "adapter")
+    trainer.save_model(adapter_path)
+    return adapter_path
+
+
+__all__ = [
+    "TrainError",
+    "TrainResult",
+    "checkpoint_to_resume",
+    "latest_checkpoint",
+    "load_model_and_tokenizer",
+    "save_adapter",
+    "summarize_run",
+]

@@ -1,0 +1,122 @@
+"""Configuration of GRPO training: :class:`GRPOTrainConfig` (online, TRL's ``GRPOTrainer``
+generating completions and scoring them with reward plugins) and
+:class:`OfflineGRPOTrainConfig` (offline, on logged groups or GiGPO steps with precomputed
+advantages, :mod:`agent_rl_plugin.train.offline`). Both extend
+:class:`~agent_rl_plugin.train.config.LoRATrainConfig`; see its module doc for the shared
+rules (help on every field, validation, hardware-profile fields left ``None``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from agent_rl_plugin.train.config import LoRATrainConfig, TrainConfigError, _help
+
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
+SCALE_REWARDS = ("group", "batch", "none")
+ADVANTAGE_LEVELS = ("episode", "step")
+LOSS_NORMALIZATIONS = ("token", "sequence")
+
+
+def _check_clip(config) -> None:
+    if not config.epsilon > 0:
+        raise TrainConfigError(f"epsilon must be > 0, got {config.epsilon}")
+    if config.epsilon_high is not None and not config.epsilon_high > 0:
+        raise TrainConfigError(f"epsilon_high must be > 0 or None, got {config.epsilon_high}")
+    if not config.beta >= 0:
+        raise TrainConfigError(f"beta must be >= 0 (0: no KL term), got {config.beta}")
+
+
+@dataclass
+class GRPOTrainConfig(LoRATrainConfig):
+    """Online GRPO: TRL's ``GRPOTrainer`` samples ``num_generations`` completions per prompt and
+    scores them with reward functions (reward plugins wrapped by
+    :func:`agent_rl_plugin.train.reward_funcs.reward_functions`)."""
+
+    num_generations: int = _help("Completions sampled per prompt (one GRPO group); >= 2.", 8)
+    max_completion_length: int = _help("Maximum new tokens per sampled completion.", 64)
+    temperature: float = _help("Sampling temperature of the generations (> 0).", 1.0)
+    top_p: float = _help("Nucleus sampling probability mass, in (0, 1].", 1.0)
+    beta: float = _help("KL coefficient against the adapter-disabled base model (0: no KL term, no reference pass).", 0.0)
+    epsilon: float = _help("Lower clipping range of the importance ratio (PPO epsilon).", 0.2)
+    epsilon_high: Optional[float] = _help("Upper clipping range (None: same as epsilon; DAPO uses 0.28).", None)
+    loss_type: str = _help("TRL loss normalisation: 'grpo', 'dapo', 'dr_grpo' or 'bnpo'.", "dapo")
+    scale_rewards: str = _help("Advantage scaling: 'group' (divide by the group's std), 'batch' or 'none'.", "group")
+    num_iterations: int = _help("Optimisation passes per generated batch (mu in the GRPO paper).", 1)
+    mask_truncated_completions: bool = _help(
+        "Leave completions cut at max_completion_length out of the loss (TRL's default is False).", False
+    )
+    reward_weights: Optional[list[float]] = _help(
+        "Weight of each reward function, in order (None: all 1).", None
+    )
+    log_completions: bool = _help("Log a sample of completions and rewards at each logging step.", False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.num_generations, bool) or not isinstance(self.num_generations, int) or self.num_generations < 2:
+            raise TrainConfigError(
+                f"num_generations must be an integer >= 2 (a group needs several completions to compare), "
+                f"got {self.num_generations!r}"
+            )
+        if self.max_completion_length < 1:
+            raise TrainConfigError(f"max_completion_length must be >= 1, got {self.max_completion_length}")
+        if not self.temperature > 0:
+            raise TrainConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise TrainConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        _check_clip(self)
+        if self.loss_type not in LOSS_TYPES:
+            raise TrainConfigError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise TrainConfigError(f"scale_rewards must be one of {', '.join(SCALE_REWARDS)}, got {self.scale_rewards!r}")
+        if self.num_iterations < 1:
+            raise TrainConfigError(f"num_iterations must be >= 1, got {self.num_iterations}")
+        if self.reward_weights is not None:
+            self.reward_weights = [float(w) for w in self.reward_weights]
+        if self.batch_size is not None and self.batch_size % self.num_generations:
+            raise TrainConfigError(
+                f"batch_size ({self.batch_size}) must be a multiple of num_generations ({self.num_generations}): "
+                "TRL fills each batch with whole groups"
+            )
+
+
+@dataclass
+class OfflineGRPOTrainConfig(LoRATrainConfig):
+    """Offline GRPO / GiGPO on logged completions with precomputed advantages: a clipped
+    policy-gradient loss (see :mod:`agent_rl_plugin.train.offline` and ``docs/training.md``)."""
+
+    advantage_level: str = _help(
+        "'episode': one advantage per logged completion (GRPO groups); 'step': one per LLM call (GiGPO).",
+        "episode",
+    )
+    epsilon: float = _help("Lower clipping range of the importance ratio (used when behaviour log-probs were logged).", 0.2)
+    epsilon_high: Optional[float] = _help("Upper clipping range (None: same as epsilon).", None)
+    beta: float = _help("KL coefficient against the adapter-disabled base model (0: no KL term).", 0.0)
+    loss_normalization: str = _help(
+        "'token': mean over every trained token of the batch (DAPO); 'sequence': mean per completion, then over completions (GRPO).",
+        "token",
+    )
+    train_tool_tokens: bool = _help(
+        "Also train on tool results and other non-assistant tokens of the completion (default False: they are masked out).",
+        False,
+    )
+    use_behaviour_logprobs: bool = _help(
+        "Use logged behaviour log-probs (old_logprobs) for the importance ratio when present and aligned with the tokens.",
+        True,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.advantage_level not in ADVANTAGE_LEVELS:
+            raise TrainConfigError(
+                f"advantage_level must be 'episode' (GRPO) or 'step' (GiGPO), got {self.advantage_level!r}"
+            )
+        _check_clip(self)
+        if self.loss_normalization not in LOSS_NORMALIZATIONS:
+            raise TrainConfigError(
+                f"loss_normalization must be 'token' or 'sequence', got {self.loss_normalization!r}"
+            )
+
+
+__all__ = ["GRPOTrainConfig", "OfflineGRPOTrainConfig"]
