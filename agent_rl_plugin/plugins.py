@@ -49,6 +49,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "rl_state_keys": "agent_rl_plugin.rl.state_keys",
     "cli_advantages": "agent_rl_plugin.cli.advantages",
     "cli_train": "agent_rl_plugin.cli.train",
+    "cli_export": "agent_rl_plugin.cli.export",
 }
 
 _lock = threading.Lock()

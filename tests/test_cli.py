@@ -198,22 +198,40 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     assert rows["rewards"] == 16 + sum(r["scored"] + r["step_rows"] for r in scoring.values())
     assert rows["tool_calls"] >= 16 * 3 and rows["llm_calls"] >= 16 * 4
     assert 0 < summary["correct"] < 16  # a stochastic agent: groups differ
-    # a few KTO steps on a tiny model, labelled by task_completion, recorded as a training run
-    training = summary["training"]
-    assert "skipped" not in training, training
-    assert training["steps"] == 8 and training["rows"] == 16 and training["final_loss"] is not None
-    assert training["labels"] == {"desirable": summary["correct"], "undesirable": 16 - summary["correct"]}
-    assert "loss" in training["metrics"] and "train_runtime" in training["metrics"]
-    assert Path(training["adapter_path"], "adapter_config.json").is_file()
+    # GRPO and GiGPO advantages of this run's groups land in the advantages table
+    assert summary["advantages"]["grpo"]["rows"] == 16 and summary["advantages"]["gigpo"]["rows"] >= 16 * 3
+    # a few steps each of KTO, offline GRPO and offline GiGPO on a tiny model, recorded as training runs
+    training = {run["method"]: run for run in summary["training"]}
+    assert set(training) == {"kto", "offline_grpo", "gigpo"}, summary["training"]
+    assert all("skipped" not in run for run in training.values()), summary["training"]
+    kto = training["kto"]
+    assert kto["steps"] == 8 and kto["rows"] == 16 and kto["final_loss"] is not None
+    assert kto["labels"] == {"desirable": summary["correct"], "undesirable": 16 - summary["correct"]}
+    assert "loss" in kto["metrics"] and "train_runtime" in kto["metrics"]
+    for name in ("offline_grpo", "gigpo"):
+        run = training[name]
+        assert run["steps"] == 16 and run["final_loss"] is not None
+        assert set(run["moved"]) == {"logp/positive", "logp/negative"}
+        (pos_base, pos_trained), (neg_base, neg_trained) = run["moved"]["logp/positive"], run["moved"]["logp/negative"]
+        assert pos_trained - neg_trained > pos_base - neg_base  # positive actions gained on negative ones
+    assert training["gigpo"]["rows"] > training["offline_grpo"]["rows"]  # one row per LLM step
+    for run in training.values():
+        assert Path(run["adapter_path"], "adapter_config.json").is_file()
     con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("select run_id, status, n_rows from training_runs").fetchall() == [(training["run_id"], "ok", 16)]
-    assert con.execute(
-        "select count(distinct step) from training_metrics where run_id = ? and name = 'loss'", [training["run_id"]]
-    ).fetchone() == (8,)
+    assert sorted(con.execute("select method, status, n_rows from training_runs").fetchall()) == sorted(
+        (name, "ok", run["rows"]) for name, run in training.items()
+    )
+    runs = dict(con.execute("select method, run_id from training_runs where status = 'ok'").fetchall())
+    assert set(runs) == {"kto", "offline_grpo", "gigpo"}
+    for method, run_id in runs.items():
+        assert con.execute(
+            "select count(distinct step) from training_metrics where run_id = ? and name = 'loss'", [run_id]
+        ).fetchone() == ((8,) if method == "kto" else (16,)), method
     con.close()
     assert time.perf_counter() - started < 180
     # the human-readable run prints the tree and the next queries
     human = subprocess.run([exe, "demo", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
     assert human.returncode == 0, human.stderr
     assert "Try next" in human.stdout and "execute_tool calculate" in human.stdout
-    assert "Training: KTO with LoRA" in human.stdout and "training run" in human.stdout
+    assert "training runs" in human.stdout and "GiGPO" in human.stdout
+    assert "Advantages" in human.stdout

@@ -1,21 +1,20 @@
 """``agent-rl demo``: the project's main job, end to end, on this machine, with no network.
 
-Today it runs the example tool-using agent over a few tasks in groups, records every run into
-DuckDB (the agent rewards itself against the ground truth too), scores every rollout with the
-built-in reward plugins, and prints what landed (counts, the groups, the rewards, one rollout as
-a tree) and SQL to try next; then trains a LoRA adapter with KTO for a few steps on this run's
-rollouts (labelled by task_completion) on a tiny offline Qwen2 built next to the database, and
-records the run in ``training_runs`` / ``training_metrics``.
+It runs the example tool-using agent over a few tasks in groups, records every run into DuckDB
+(the agent rewards itself against the ground truth too), scores every rollout with the built-in
+reward plugins, computes GRPO and GiGPO advantages into the ``advantages`` table, and trains
+three LoRA adapters for a few steps on a tiny offline Qwen2 built next to the database (KTO
+labelled by task_completion, offline GRPO on the logged groups, offline GiGPO on the logged
+steps; :mod:`agent_rl_plugin.demo.training`), each recorded in ``training_runs`` /
+``training_metrics``. It prints what landed (counts, the groups, the rewards, one rollout as a
+tree), the training runs, and three SQL queries to try next.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import os
 import time
-import warnings
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,11 +24,9 @@ from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.hookspecs import hookimpl
 
 NEXT_QUERIES = (
-    "select tool_name, count(*) as calls, count(error) as errors from tool_calls group by tool_name",
-    "select rollout_id, step_index, name, value, reason from rewards where name = 'tool_success' and value < 1 limit 10",
-    "select run_id, step, value as loss from training_metrics where name = 'loss' order by run_id, step",
-    "select task_id, avg(total_reward) as accuracy, count(*) as rollouts from rollouts group by task_id order by task_id",
-    "select rollout_id, step_index, kind, name, status from steps where rollout_id = (select min(rollout_id) from rollouts) order by step_index",
+    "select tool_name, count(*) as calls, count(error) as errors, round(avg(duration_ms), 2) as mean_ms from tool_calls group by tool_name",
+    "select rollout_id, step_index, state_key, round(step_advantage, 3) as step_adv, round(value, 3) as advantage from advantages where method = 'gigpo' order by abs(value) desc limit 10",
+    "select r.method, m.step, m.value as loss from training_metrics m join training_runs r using (run_id) where m.name = 'loss' order by r.method, m.step",
 )
 
 
@@ -64,7 +61,12 @@ def demo(
     report = score(path, rollout_ids=ids_list, workers=2, timeout_s=30.0)
     elapsed = time.perf_counter() - started
     ids = ", ".join(f"'{r.rollout_id}'" for r in results)
-    training = train_step(path, ids, quiet=json_output)
+    from agent_rl_plugin.demo.training import compute_demo_advantages, train_all
+
+    advantages = compute_demo_advantages(path, ids)
+    if not json_output:
+        console.print("[dim]training LoRA adapters (KTO, offline GRPO, offline GiGPO) on a tiny offline model ...[/]")
+    training = train_all(path, ids, advantages)
     summary = landed(path, ids)
     summary.update(
         scoring=report.to_dict(),
@@ -72,7 +74,9 @@ def demo(
         rollouts_run=len(results),
         correct=sum(r.correct for r in results),
         seconds=round(elapsed, 2),
+        advantages=advantages,
         training=training,
+        seconds_total=round(time.perf_counter() - started, 2),
         next_queries=list(NEXT_QUERIES),
     )
     if json_output:
@@ -102,68 +106,54 @@ def demo(
     from agent_rl_plugin.cli.traces import show_trace
 
     show_trace(example.rollout_id, db=path, json_output=False)
-    print_training(training, path)
+    print_training(advantages, training, path)
     console.print("\n[bold]Try next:[/]")
     for sql in NEXT_QUERIES:
         console.print(f'  agent-rl query --db {path} "{sql}"', highlight=False, soft_wrap=True)
 
 
-def tiny_model_dir(path: str) -> str:
-    """The demo's tiny model: next to the database, built once and reused."""
-    return os.path.join(os.path.dirname(os.path.abspath(path)), ".agent-rl-tiny-model")
-
-
-def train_step(path: str, ids: str, quiet: bool = False) -> dict:
-    """KTO (LoRA) for a few steps on this run's rollouts; the summary, or ``{"skipped": reason}``."""
-    from agent_rl_plugin.cli.common import UserError
-    from agent_rl_plugin.cli.train import run_kto
-
-    try:
-        import peft  # noqa: F401
-        import trl  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - the training extras are missing
-        return {"skipped": f"training needs trl and peft ({exc})"}
-    if not quiet:
-        console.print("[dim]training a LoRA adapter with KTO on a tiny offline model ...[/]")
-    model = tiny_model_dir(path)
-    out = os.path.join(os.path.dirname(os.path.abspath(path)), "runs", "demo-kto-" + time.strftime("%Y%m%d-%H%M%S"))
-    noise = io.StringIO()  # progress bars and library warnings of the trainer
-    try:
-        with contextlib.redirect_stderr(noise), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if not os.path.isfile(os.path.join(model, "config.json")):
-                from agent_rl_plugin.train import build_tiny_model
-
-                build_tiny_model(model)
-            return run_kto(
-                model=model, out=out, db=path, sql=f"select rollout_id from rollouts where rollout_id in ({ids})",
-                label_rule="threshold", weights={"task_completion": 1.0}, max_steps=8, batch_size=4,
-                lora_r=8, learning_rate=1e-3, config_overrides={"max_length": 512},
-            )
-    except UserError as exc:
-        return {"skipped": str(exc)}
-
-
-def print_training(training: dict, path: str) -> None:
-    if "skipped" in training:
-        console.print(f"\n[bold]Training[/]: skipped: {training['skipped']}", highlight=False)
+def print_training(advantages: dict, training: list[dict], path: str) -> None:
+    """The advantages written and one line per training run, then the loss curve of each."""
+    console.print("\n[bold]Advantages[/] (agent-rl advantages compute) for this run's groups:", highlight=False)
+    for method, info in advantages.items():
+        text = info.get("skipped") or f"{info['rows']} rows, run {info['run_id'][:8]}"
+        console.print(f"  {method}: {text}", highlight=False, markup=False)
+    if len(training) == 1 and "method" not in training[0]:
+        console.print(f"\n[bold]Training[/]: skipped: {training[0]['skipped']}", highlight=False)
         return
-    labels = training["labels"]
-    console.print(
-        f"\n[bold]Training[/]: KTO with LoRA on a tiny offline Qwen2, {training['rows']} rollouts of this run "
-        f"({labels['desirable']} desirable / {labels['undesirable']} undesirable by task_completion), "
-        f"{training['steps']} steps in {training['seconds']} s.",
-        highlight=False,
-    )
-    columns, rows = run_query(
-        path,
-        "select step, round(max(value) filter (where name = 'loss'), 4) as loss, "
-        "round(max(value) filter (where name = 'rewards/margins'), 4) as reward_margin, "
-        "round(max(value) filter (where name = 'kl'), 4) as kl from training_metrics "
-        f"where run_id = '{training['run_id']}' and name in ('loss', 'rewards/margins', 'kl') group by step order by step",
-    )
-    print_rows(columns, rows, title=f"training run {training['run_id']}")
-    console.print(f"  adapter: {training['adapter_path']}", highlight=False, soft_wrap=True)
+    console.print("\n[bold]Training[/]: LoRA on a tiny offline Qwen2, on this run's rollouts "
+                  "(rewards: task_completion):", highlight=False)
+    rows = []
+
+    def arrow(pair) -> str:
+        return "" if not pair else f"{pair[0]:.2f} -> {pair[1]:.2f}"
+
+    for run in training:
+        title = TRAINING_TITLES.get(run.get("method"), run.get("method"))
+        if "skipped" in run:
+            rows.append([title, "skipped: " + run["skipped"], "", "", "", ""])
+            continue
+        first, final = run.get("first_loss"), run.get("final_loss")
+        moved = run.get("moved", {})
+        rows.append([
+            title, run["rows"], run["steps"], arrow((first, final)) if first is not None and final is not None else "n/a",
+            arrow(moved.get("logp/positive")), arrow(moved.get("logp/negative")),
+        ])
+    print_rows(["method", "rows", "steps", "loss", "log p, A > 0", "log p, A < 0"], rows, title="training runs")
+    console.print("  log p: mean log-prob per token of this run's actions with positive / negative advantage, "
+                  "base model -> trained adapter (offline GRPO/GiGPO raise the first and lower the second).",
+                  highlight=False)
+    kto = next((run for run in training if run.get("method") == "kto" and "labels" in run), None)
+    if kto:
+        labels = kto["labels"]
+        console.print(f"  KTO labels by task_completion: {labels['desirable']} desirable / "
+                      f"{labels['undesirable']} undesirable.", highlight=False)
+    ran = [run for run in training if "run_id" in run and run["run_id"]]
+    if ran:
+        console.print("  adapters: " + ", ".join(run["adapter_path"] for run in ran), highlight=False, soft_wrap=True)
+
+
+TRAINING_TITLES = {"kto": "KTO", "offline_grpo": "GRPO (offline, groups)", "gigpo": "GiGPO (offline, steps)"}
 
 
 def landed(path: str, ids: str) -> dict:

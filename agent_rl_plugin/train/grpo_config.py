@@ -105,9 +105,16 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
         "Use logged behaviour log-probs (old_logprobs) for the importance ratio when present and aligned with the tokens.",
         True,
     )
+    measure_examples: int = _help(
+        "After training, measure the mean token log-prob of up to this many positive- and negative-advantage "
+        "examples under the base and the trained adapter (TrainResult.extra['logprobs']); 0: skip.",
+        256,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if isinstance(self.measure_examples, bool) or not isinstance(self.measure_examples, int) or self.measure_examples < 0:
+            raise TrainConfigError(f"measure_examples must be an integer >= 0, got {self.measure_examples!r}")
         if self.advantage_level not in ADVANTAGE_LEVELS:
             raise TrainConfigError(
                 f"advantage_level must be 'episode' (GRPO) or 'step' (GiGPO), got {self.advantage_level!r}"

@@ -18,8 +18,9 @@ gpu-large   GPU >= 40 GiB              16     1      64      bf16/fp32
 ==========  =========================  =====  =====  ======  =========
 
 bf16 is used where the GPU supports it (Ampere and newer), else fp32 (fp16 with LoRA needs loss
-scaling that TRL leaves to the user). For online GRPO the batch is rounded up to a multiple of
-``num_generations`` (TRL fills batches with whole groups).
+scaling that TRL leaves to the user). A config with ``use_cpu=True`` gets the ``cpu`` profile
+(fp32) whatever GPU there is; a GPU of unknown memory gets ``gpu-small``. For online GRPO the
+batch is rounded up to a multiple of ``num_generations`` (TRL fills batches with whole groups).
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ class HardwareProfile:
         """One line for the start of a run, e.g. ``hardware: cpu (2 cores, 23.4 GiB RAM, no GPU)
         -> batch 4 x accum 1, LoRA r 8, fp32``."""
         hw = self.hardware
-        gpu = (
-            f"{hw.gpu_count}x {hw.gpu_name} {hw.gpu_memory_gib:.0f} GiB" if hw.gpu_name else "no GPU"
-        )
+        if hw.gpu_name:
+            memory = f" {hw.gpu_memory_gib:.0f} GiB" if hw.gpu_memory_gib is not None else ""
+            gpu = f"{max(hw.gpu_count, 1)}x {hw.gpu_name}{memory}"
+        else:
+            gpu = "no GPU"
         precision = "bf16" if self.bf16 else "fp32"
         device = "CPU" if self.use_cpu else "GPU"
         text = (
@@ -114,10 +117,15 @@ def detect_hardware() -> Hardware:
     return Hardware(cpu_cores=cores, ram_gib=ram)
 
 
-def choose_profile(hardware: Hardware, method: str = "kto", num_generations: int | None = None) -> HardwareProfile:
+def choose_profile(
+    hardware: Hardware, method: str = "kto", num_generations: int | None = None, *, force_cpu: bool = False
+) -> HardwareProfile:
     """The profile for ``hardware`` (see the module table). ``method`` is ``kto``, ``grpo`` or
-    ``offline``; for ``grpo`` the batch is a multiple of ``num_generations``."""
-    memory = hardware.gpu_memory_gib
+    ``offline``; for ``grpo`` the batch is a multiple of ``num_generations``. ``force_cpu``: the
+    run trains on CPU whatever GPU there is (the ``cpu`` profile, fp32)."""
+    memory = None if force_cpu else hardware.gpu_memory_gib
+    if memory is None and hardware.gpu_name and not force_cpu:
+        memory = 0.0  # a GPU of unknown memory: the smallest GPU profile
     if memory is None:
         name, batch, accum, rank = "cpu", 4, 1, 8
     elif memory < 16:
@@ -143,7 +151,13 @@ def choose_profile(hardware: Hardware, method: str = "kto", num_generations: int
 
 
 def method_of(config: Any) -> str:
-    """``kto``, ``grpo`` or ``offline`` for a config object."""
+    """``kto``, ``grpo`` or ``offline`` for a config object (subclasses included)."""
+    from agent_rl_plugin.train.grpo_config import GRPOTrainConfig, OfflineGRPOTrainConfig
+
+    if isinstance(config, OfflineGRPOTrainConfig):
+        return "offline"
+    if isinstance(config, GRPOTrainConfig):
+        return "grpo"
     name = type(config).__name__
     if name.startswith("Offline"):
         return "offline"
@@ -158,7 +172,12 @@ def apply_hardware_profile(config: Any, hardware: Hardware | None = None) -> Har
     ``overridden``. Returns the effective profile (its values are the config's after the call).
     Calling it again is harmless."""
     hardware = hardware or detect_hardware()
-    profile = choose_profile(hardware, method_of(config), getattr(config, "num_generations", None))
+    profile = choose_profile(
+        hardware,
+        method_of(config),
+        getattr(config, "num_generations", None),
+        force_cpu=getattr(config, "use_cpu", None) is True,
+    )
     for name in PROFILE_FIELDS:
         value = getattr(config, name)
         if value is None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from agent_rl_plugin.train.common import (

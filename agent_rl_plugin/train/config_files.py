@@ -1,0 +1,450 @@
+"""Training configs in YAML or TOML files: :func:`load_config_file`, :func:`dump_config` and
+:func:`config_template`.
+
+File layout (YAML ``.yaml``/``.yml`` read with ``yaml.safe_load``; TOML ``.toml``)::
+
+    method: grpo            # kto | grpo | offline_grpo | gigpo (optional when the caller names it)
+    model: ./models/base    # fields of the method's config, at top level ...
+    train:                  # ... and/or in a `train` table ...
+      learning_rate: 1e-5
+    grpo:                   # ... and/or in a table named by the method
+      num_generations: 8
+
+Contract:
+
+* Methods and their configs: ``kto`` -> :class:`~agent_rl_plugin.train.config.KTOTrainConfig`,
+  ``grpo`` -> :class:`~agent_rl_plugin.train.grpo_config.GRPOTrainConfig`, ``offline_grpo`` ->
+  :class:`~agent_rl_plugin.train.grpo_config.OfflineGRPOTrainConfig`, ``gigpo`` -> the offline
+  config with ``advantage_level='step'`` (``-`` and ``_`` are interchangeable in method and key
+  names).
+* Values are merged from the top level, then the ``train`` table, then the method's table (a
+  later place wins), then ``overrides`` (CLI flags; ``None`` values are ignored). Tables named by
+  another method are ignored, so one file can hold a section per method; when neither the file
+  nor the caller names the method, the one method table present names it.
+* The ``method`` argument (the CLI subcommand) must agree with the file's ``method``
+  (``offline_grpo`` and ``gigpo`` agree, giving ``gigpo``); otherwise, and for an unknown key, a
+  value of the wrong type or a config that fails validation,
+  :class:`~agent_rl_plugin.train.config.TrainConfigError` is raised naming the file and the field
+  (unknown keys come with the closest valid name and the list of valid names).
+* Coercion: YAML 1.1 and TOML quirks are absorbed: ``"1e-5"`` (a string in YAML) becomes a float,
+  ``3.0`` or ``"3"`` an int field's 3, ``"yes"``/``"false"`` a bool, ``"none"``/``"null"`` (TOML has
+  no null) ``None`` for a field that accepts it, a single string a one-element list, and YAML's
+  ``no`` (read as ``False``) for ``save_strategy`` the string ``"no"``. Relative paths are kept
+  as written (relative to the working directory, like the CLI flags).
+* :func:`dump_config` writes every field (``method`` first) so that :func:`load_config_file` gives
+  an equal config back; :func:`config_template` gives a commented template of a method's fields
+  with their defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+from agent_rl_plugin.train.config import KTOTrainConfig, TrainConfigError
+from agent_rl_plugin.train.grpo_config import GRPOTrainConfig, OfflineGRPOTrainConfig
+
+AnyTrainConfig = Union[KTOTrainConfig, GRPOTrainConfig, OfflineGRPOTrainConfig]
+
+#: Method name -> config class.
+METHODS: dict[str, type] = {
+    "kto": KTOTrainConfig,
+    "grpo": GRPOTrainConfig,
+    "offline_grpo": OfflineGRPOTrainConfig,
+    "gigpo": OfflineGRPOTrainConfig,
+}
+#: Method names that may be given for the same config (``gigpo`` is offline GRPO at step level).
+_COMPATIBLE = {("offline_grpo", "gigpo"): "gigpo", ("gigpo", "offline_grpo"): "gigpo"}
+YAML_SUFFIXES = (".yaml", ".yml")
+TOML_SUFFIXES = (".toml",)
+_NONE_WORDS = ("none", "null", "~")
+#: Fields without a usable default: a template leaves them empty for the user to fill.
+REQUIRED = ("model", "output_dir")
+_TRUE_WORDS = ("true", "yes", "on", "1")
+_FALSE_WORDS = ("false", "no", "off", "0")
+
+
+# -- method names -----------------------------------------------------------------------------
+
+
+def normalize_method(method: str) -> str:
+    """The canonical method name (``kto``, ``grpo``, ``offline_grpo`` or ``gigpo``)."""
+    name = str(method).strip().lower().replace("-", "_")
+    if name == "offline":
+        name = "offline_grpo"
+    if name not in METHODS:
+        raise TrainConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    return name
+
+
+def method_of_config(config: Any) -> str:
+    """The method name a config object trains (``gigpo`` for offline step-level advantages)."""
+    if isinstance(config, OfflineGRPOTrainConfig):
+        return "gigpo" if config.advantage_level == "step" else "offline_grpo"
+    if isinstance(config, GRPOTrainConfig):
+        return "grpo"
+    if isinstance(config, KTOTrainConfig):
+        return "kto"
+    raise TypeError(f"not a training config: {type(config).__name__}")
+
+
+def _agree(from_caller: str | None, from_file: str | None, path: str) -> str | None:
+    if from_caller is None or from_file is None or from_caller == from_file:
+        return from_caller or from_file
+    if (from_caller, from_file) in _COMPATIBLE:
+        return _COMPATIBLE[(from_caller, from_file)]
+    raise TrainConfigError(
+        f"{path}: the file is a {from_file!r} config but {from_caller!r} training was asked for; "
+        f"change `method` in the file or run `agent-rl train {from_file.replace('_', '-')}`"
+    )
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _read(path: Path) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    if not path.is_file():
+        raise TrainConfigError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    if suffix in YAML_SUFFIXES:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TrainConfigError(f"{path} is not valid YAML: {exc}") from None
+    elif suffix in TOML_SUFFIXES:
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - python 3.10
+            import tomli as tomllib
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise TrainConfigError(f"{path} is not valid TOML: {exc}") from None
+    else:
+        raise TrainConfigError(f"{path}: unknown config format {suffix!r}; use .yaml, .yml or .toml")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TrainConfigError(f"{path}: the top level must be a mapping of config fields, got {type(data).__name__}")
+    return data
+
+
+def _key(name: Any) -> str:
+    return str(name).strip().replace("-", "_")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _unknown_keys_error(unknown: list[str], valid: list[str], method: str, where: str) -> TrainConfigError:
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+        parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return TrainConfigError(
+        f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
+        f"valid fields for {method}: {', '.join(valid)}"
+    )
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def coerce_value(name: str, value: Any, tp: Any) -> Any:
+    """``value`` converted to the field type ``tp`` (see the module contract); raises
+    :class:`TrainConfigError` naming ``name`` when it cannot be."""
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        options = typing.get_args(tp)
+        if type(None) in options and (value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)):
+            return None
+        # exact type matches first, so that a str stays a str in Union[bool, str, None]
+        for option in options:
+            if option is not type(None) and typing.get_origin(option) is None and type(value) is option:
+                return value
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return coerce_value(name, value, option)
+            except TrainConfigError:
+                continue
+        raise TrainConfigError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+    if value is None:
+        raise TrainConfigError(f"{name}: expected {_type_name(tp)}, got null (this field cannot be none)")
+    if origin is list:
+        (item_type,) = typing.get_args(tp) or (Any,)
+        if isinstance(value, str) and value.strip().lower() in _NONE_WORDS + ("",):
+            return []
+        items = [value] if isinstance(value, (str, int, float)) else value
+        if not isinstance(items, (list, tuple)):
+            raise TrainConfigError(f"{name}: expected a list of {_type_name(item_type)}, got {value!r}")
+        return [coerce_value(f"{name}[{i}]", item, item_type) for i, item in enumerate(items)]
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS + _FALSE_WORDS:
+            return value.strip().lower() in _TRUE_WORDS
+        raise TrainConfigError(f"{name}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise TrainConfigError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            text = value.strip().replace("_", "")
+            try:
+                return int(text)
+            except ValueError:
+                try:
+                    number = float(text)
+                except ValueError:
+                    number = math.nan
+                if math.isfinite(number) and number.is_integer():
+                    return int(number)
+        raise TrainConfigError(f"{name}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise TrainConfigError(f"{name}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+        raise TrainConfigError(f"{name}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, bool):
+            if name == "save_strategy" and value is False:
+                return "no"  # YAML 1.1 reads an unquoted `no` as false
+            raise TrainConfigError(f"{name}: expected a string, got {value!r} (quote it in YAML)")
+        if isinstance(value, (str, int, float)):
+            return value if isinstance(value, str) else str(value)
+        raise TrainConfigError(f"{name}: expected a string, got {value!r}")
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise TrainConfigError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+
+
+def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[str | None, dict[str, Any]]:
+    """``(method, values)`` merged from the top level, ``train`` and the method's table."""
+    data = {_key(k): v for k, v in data.items()}
+    file_method = data.pop("method", None)
+    if file_method is not None:
+        file_method = normalize_method(file_method)
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    top = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    method_tables = [k for k in tables if k in METHODS or k == "offline"]
+    resolved = _agree(method, file_method, path)
+    if resolved is None and len(method_tables) == 1:
+        resolved = normalize_method(method_tables[0])
+    if resolved is None:
+        raise TrainConfigError(
+            f"{path}: no training method: add `method: kto|grpo|offline_grpo|gigpo` to the file, "
+            "or name it on the command line (agent-rl train <method> --config FILE)"
+        )
+    values = dict(top)
+    for name in tables:
+        if name != "train" and name not in method_tables:
+            values[name] = tables[name]  # reported below as an unknown key
+    applicable = {resolved, "offline_grpo"} if resolved == "gigpo" else {resolved}
+    ordered = sorted((t for t in method_tables if normalize_method(t) in applicable), key=lambda t: normalize_method(t) == resolved)
+    for name in ["train"] + ordered:
+        table = tables.get(name)
+        if table is not None:
+            values.update({_key(k): v for k, v in table.items()})
+    return resolved, values
+
+
+def build_config(
+    method: str, values: Mapping[str, Any], *, where: str = "config"
+) -> AnyTrainConfig:
+    """A config of ``method`` from ``values`` (field name -> value, coerced to the field types);
+    raises :class:`TrainConfigError` for unknown keys, wrong types and invalid values."""
+    method = normalize_method(method)
+    cls = METHODS[method]
+    types = _field_types(cls)
+    values = {_key(k): v for k, v in values.items()}
+    unknown = [k for k in values if k not in types]
+    if unknown:
+        raise _unknown_keys_error(unknown, list(types), method, where)
+    kwargs = {name: coerce_value(name, value, types[name]) for name, value in values.items()}
+    if method == "gigpo":
+        level = kwargs.setdefault("advantage_level", "step")
+        if level != "step":
+            raise TrainConfigError(
+                f"{where}: advantage_level {level!r} contradicts method 'gigpo' (step-level advantages); "
+                "use method offline_grpo for episode-level advantages"
+            )
+    try:
+        return cls(**kwargs)
+    except TrainConfigError as exc:
+        raise TrainConfigError(f"{where}: {exc}") from None
+
+
+def load_config_file(
+    path: str | os.PathLike[str],
+    method: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> AnyTrainConfig:
+    """Read a YAML or TOML training config (see the module contract for the layout, the merge
+    order and the coercions). ``method``: the method asked for (the CLI subcommand), which must
+    agree with the file's; ``overrides``: values that win over the file's (``None`` ignored);
+    ``defaults``: values used only where neither the file nor ``overrides`` gives one (e.g. a
+    generated ``output_dir``). Raises :class:`TrainConfigError`."""
+    path = Path(path)
+    data = _read(path)
+    wanted = normalize_method(method) if method is not None else None
+    resolved, values = _collect(data, wanted, str(path))
+    for key, value in (defaults or {}).items():
+        if value is not None:
+            values.setdefault(_key(key), value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[_key(key)] = value
+    return build_config(resolved, values, where=str(path))
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt in ("yaml", "yml"):
+            return "yaml"
+        if fmt == "toml":
+            return "toml"
+        raise TrainConfigError(f"format must be 'yaml' or 'toml', got {fmt!r}")
+    suffix = path.suffix.lower()
+    if suffix in YAML_SUFFIXES:
+        return "yaml"
+    if suffix in TOML_SUFFIXES:
+        return "toml"
+    raise TrainConfigError(f"{path}: cannot tell the format from {suffix!r}; use .yaml, .yml or .toml")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text if any(c in text for c in ".enai") else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TrainConfigError(f"cannot write {value!r} ({type(value).__name__}) to TOML")
+
+
+def _yaml_value(value: Any) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    return text[: -len("...")].strip() if text.endswith("...") else text
+
+
+def _config_values(config: Any) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+def _render(method: str, cls: type, values: Mapping[str, Any], fmt: str, *, comments: bool) -> str:
+    lines: list[str] = []
+    if comments:
+        lines += [f"# agent-rl training config: {method} ({cls.__name__}).", "# Fields left none are filled"
+                  " from the detected hardware or derived (see the help of each field).", ""]
+    sep = " = " if fmt == "toml" else ": "
+    lines.append(f"method{sep}{_toml_value(method) if fmt == 'toml' else method}")
+    defaults = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        f = defaults[name]
+        if comments:
+            lines.append("")
+            lines.append(f"# {f.metadata.get('help', '')}")
+        if value is None and comments and name in REQUIRED:
+            lines.append(f'{name}{sep}""  # required')
+        elif value is None:
+            if fmt == "yaml":
+                lines.append(f"{name}: null")
+            elif f.default is None:
+                lines.append(f"# {name} = none (the default)")
+            else:
+                lines.append(f'{name} = "none"')  # TOML has no null; load_config_file reads "none" as None
+        else:
+            lines.append(f"{name}{sep}{_toml_value(value) if fmt == 'toml' else _yaml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def dump_config(config: AnyTrainConfig, path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """Write every field of ``config`` (``method`` first) as YAML or TOML (``fmt``, else from the
+    suffix) to ``path``, creating its folder; :func:`load_config_file` reads back an equal
+    config. Returns the path."""
+    path = Path(path)
+    fmt = _format(path, fmt)
+    method = method_of_config(config)
+    text = _render(method, type(config), _config_values(config), fmt, comments=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def config_template(method: str, fmt: str = "yaml", values: Mapping[str, Any] | None = None) -> str:
+    """A commented template of ``method``'s config: each field's help as a comment above the
+    field set to its default (``values`` fill or replace some, e.g. ``model`` and ``output_dir``,
+    which have no default). YAML templates load as they are once ``model`` and ``output_dir``
+    are filled; in TOML, fields whose default is none are commented out."""
+    method = normalize_method(method)
+    fmt = _format(Path("template"), fmt)
+    cls = METHODS[method]
+    fields = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = f.default
+        else:
+            fields[f.name] = f.default_factory()  # type: ignore[misc]
+    if method == "gigpo":
+        fields["advantage_level"] = "step"
+    given = {_key(k): v for k, v in (values or {}).items()}
+    unknown = [k for k in given if k not in fields]
+    if unknown:
+        raise _unknown_keys_error(unknown, list(fields), method, "config_template")
+    fields.update(given)
+    return _render(method, cls, fields, fmt, comments=True)
+
+
+__all__ = [
+    "METHODS",
+    "build_config",
+    "coerce_value",
+    "config_template",
+    "dump_config",
+    "load_config_file",
+    "method_of_config",
+    "normalize_method",
+]
