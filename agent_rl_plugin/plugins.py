@@ -50,6 +50,8 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "cli_advantages": "agent_rl_plugin.cli.advantages",
     "cli_train": "agent_rl_plugin.cli.train",
     "cli_export": "agent_rl_plugin.cli.export",
+    "cli_serve": "agent_rl_plugin.cli.serve",
+    "cli_ingest": "agent_rl_plugin.cli.ingest",
 }
 
 _lock = threading.Lock()

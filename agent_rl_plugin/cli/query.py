@@ -2,6 +2,8 @@
 
 Only reading statements run (SELECT, WITH ... SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); any
 other statement is refused before it reaches DuckDB, and the connection itself is read-only.
+While ``agent-rl serve`` holds the file (DuckDB then lets no other process open it), the query
+runs through that receiver's read-only ``POST /query``, found through ``<db>.serve.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
 
     Raises :class:`UserError` for a writing statement or an SQL error, with the fix.
     """
-    from agent_rl_plugin.store import is_read_only_sql, open_reader
+    from agent_rl_plugin.store import StoreLockedError, is_read_only_sql, open_reader
 
     if not sql.strip():
         raise UserError("the query is empty", "pass a SELECT, e.g. agent-rl query \"select * from rollouts\"")
@@ -44,7 +46,13 @@ def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
             "agent-rl query only reads: this statement would change the database or files, so it was refused",
             "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`",
         )
-    connection = open_reader(path)
+    try:
+        connection = open_reader(path, snapshot=False)  # a receiver answers /query without a copy
+    except StoreLockedError:
+        remote = _through_receiver(path, sql)
+        if remote is None:
+            raise
+        return remote
     try:
         result = connection.execute(sql)
         columns = [d[0] for d in result.description] if result.description else []
@@ -54,6 +62,21 @@ def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
     finally:
         connection.close()
     return columns, rows
+
+
+def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple]] | None:
+    """(columns, rows) from the running ``agent-rl serve`` of ``path``, or ``None`` if there is none."""
+    from agent_rl_plugin.receiver.client import RemoteQueryError, find_receiver, remote_query
+
+    info = find_receiver(path)
+    if info is None:
+        return None
+    try:
+        return remote_query(info, sql)
+    except RemoteQueryError as exc:
+        raise UserError(str(exc), QUERY_HINT) from None
+    except OSError:
+        return None
 
 
 def _first_line(exc: BaseException) -> str:

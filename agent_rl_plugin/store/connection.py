@@ -12,7 +12,11 @@ Contract:
     has been committed (DuckDB refuses a second, read-only connection to a file this process
     has open read-write). The cursor stays valid until the exporter shuts down;
   - otherwise a ``read_only=True`` connection (an older schema written by this package is
-    upgraded first, which needs a moment of write access).
+    upgraded first, which needs a moment of write access);
+  - when another process holds the file and it is an ``agent-rl serve`` receiver (announced in
+    ``<db>.serve.json``), and ``snapshot`` is true: a read-only connection to a consistent copy
+    the receiver writes on request (``POST /snapshot``; the copy is unlinked once open, and it
+    costs a full copy of the file: ``agent-rl query`` uses the receiver's ``/query`` instead).
 
 * Failures are :class:`~agent_rl_plugin.store.errors.StoreError`: no file ("no database at
   PATH..."), not a DuckDB file, or :class:`~agent_rl_plugin.store.errors.StoreLockedError` when
@@ -29,7 +33,7 @@ from typing import Protocol
 
 import duckdb
 
-from agent_rl_plugin.store.errors import StoreError, is_config_conflict, translate_duckdb_error
+from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict, translate_duckdb_error
 from agent_rl_plugin.store.migrations import applied_migrations, migrate, pending_migrations
 
 NO_DATABASE = "no database at {path}: run an agent with agent-rl configured, or `agent-rl demo`"
@@ -131,8 +135,28 @@ def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
     return applied
 
 
+def _receiver_snapshot(path: str) -> duckdb.DuckDBPyConnection | None:
+    """A read-only connection to a fresh copy made by the ``agent-rl serve`` holding ``path``,
+    or ``None`` when no receiver of ``path`` runs (or it cannot make one)."""
+    from agent_rl_plugin.receiver.client import find_receiver, request_snapshot
+
+    info = find_receiver(path)
+    if info is None:
+        return None
+    try:
+        copy = request_snapshot(info)
+        connection = duckdb.connect(copy, read_only=True)
+    except (OSError, ValueError, KeyError, duckdb.Error):
+        return None
+    try:
+        os.remove(copy)  # the open connection keeps reading it; nothing is left behind
+    except OSError:
+        pass
+    return connection
+
+
 def open_reader(
-    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True
+    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True, snapshot: bool = True
 ) -> duckdb.DuckDBPyConnection:
     """A connection for reading ``path`` (see the module contract). Close it when done."""
     text = os.fspath(path)
@@ -141,7 +165,13 @@ def open_reader(
         return handle.reader_cursor(flush_timeout_s)
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
-    connection = _connect(text, read_only=True)
+    try:
+        connection = _connect(text, read_only=True)
+    except StoreLockedError:
+        copy = _receiver_snapshot(text) if snapshot else None
+        if copy is None:
+            raise
+        return copy
     if upgrade:
         try:
             needs_upgrade = bool(applied_migrations(connection)) and bool(pending_migrations(connection))

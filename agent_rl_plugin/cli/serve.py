@@ -1,0 +1,123 @@
+"""``agent-rl serve``: run the OTLP/HTTP receiver, the single writer of a database.
+
+``agent-rl serve [--db PATH] [--host 127.0.0.1] [--port 4318] [--token T]`` receives
+``POST /v1/traces`` (protobuf or JSON, gzip/deflate) from any number of agent processes
+(``configure(otlp_endpoint="http://127.0.0.1:4318", db=None)``) and writes the spans into
+``PATH``; it runs until SIGTERM or SIGINT (Ctrl-C), then writes everything it acknowledged and
+exits 0. ``agent-rl serve --stats [--host --port]`` prints a running receiver's counters
+(``--json`` for JSON). The token defaults to ``$AGENT_RL_SERVE_TOKEN``; without one, keep the
+default loopback host. See :mod:`agent_rl_plugin.receiver` for the endpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+import typer
+
+from agent_rl_plugin.cli.common import DbOption, UserError, console, db_path, err_console, print_json
+from agent_rl_plugin.hookspecs import hookimpl
+
+STATS_ORDER = (
+    "requests", "batches_accepted", "batches_rejected", "spans_received", "spans_accepted",
+    "spans_rejected", "spans_written", "spans_dropped", "queue_depth", "queue_limit", "queries",
+    "uptime_s", "last_error", "db", "pid",
+)
+
+
+def _print_stats(stats: dict[str, Any], json_output: bool) -> None:
+    if json_output:
+        print_json(stats)
+        return
+    from rich.table import Table
+
+    table = Table(show_header=False)
+    table.add_column("counter", style="bold")
+    table.add_column("value", justify="right")
+    for key in STATS_ORDER:
+        if key in stats:
+            table.add_row(key, "" if stats[key] is None else str(stats[key]))
+    console.print(table)
+
+
+def serve(
+    db: str = DbOption,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
+    port: int = typer.Option(4318, "--port", help="Port (4318 is OTLP/HTTP's; 0 picks a free one)."),
+    token: str = typer.Option(
+        None, "--token", help="Require 'Authorization: Bearer TOKEN' (default: $AGENT_RL_SERVE_TOKEN).",
+        show_default=False,
+    ),
+    stats: bool = typer.Option(False, "--stats", help="Print the counters of a running receiver and exit."),
+    max_queue: int = typer.Option(200_000, "--max-queue", min=1, help="Spans waiting to be written before "
+                                  "batches are refused with 429 (the exporters retry)."),
+    max_body_mb: int = typer.Option(64, "--max-body-mb", min=1, help="Largest request body (MiB), else 413."),
+    json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),
+) -> None:
+    """Receive OTLP/HTTP traces from many processes and write them into one DuckDB file."""
+    token = token if token is not None else os.environ.get("AGENT_RL_SERVE_TOKEN") or None
+    if stats:
+        from agent_rl_plugin.receiver.client import fetch_stats
+
+        try:
+            counters = fetch_stats(host, port, token)
+        except PermissionError as exc:
+            raise UserError(str(exc), "pass the receiver's token with --token") from None
+        except OSError as exc:
+            raise UserError(
+                f"no receiver answers at {host}:{port} ({exc})",
+                "start one with `agent-rl serve --db PATH`, or pass its --host/--port",
+            ) from None
+        _print_stats(counters, json_output)
+        return
+
+    from agent_rl_plugin.receiver import Receiver
+    from agent_rl_plugin.store.errors import StoreLockedError
+
+    path = db_path(db)
+    receiver = Receiver(path, host=host, port=port, token=token or "", max_pending_spans=max_queue,
+                        max_body_bytes=max_body_mb << 20)
+    try:
+        receiver.start()
+    except StoreLockedError as exc:
+        holder = f" (PID {exc.pid})" if exc.pid is not None else ""
+        raise UserError(
+            f"database {receiver.db} is locked: another process{holder} has it open for writing",
+            "stop that process (if it is another `agent-rl serve`, point agents at it instead), "
+            "or serve another --db path",
+        ) from None
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                        "pick another --port (or stop what uses it)") from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    err_console.print(
+        f"agent-rl serve: writing [bold]{receiver.db}[/] — agents: "
+        f"configure(otlp_endpoint=\"{receiver.url}\", db=None); stop with Ctrl-C or SIGTERM",
+        highlight=False,
+    )
+    if host not in ("127.0.0.1", "::1", "localhost") and not token:
+        err_console.print("[yellow]warning:[/] listening beyond loopback without --token", highlight=False)
+    try:
+        receiver.serve_until(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    final = receiver.stats_snapshot()
+    err_console.print(
+        f"agent-rl serve: stopped; {final['spans_written']} spans written, "
+        f"{final['spans_rejected']} rejected, {final['spans_dropped']} dropped",
+        highlight=False,
+    )
+
+
+@hookimpl
+def agent_rl_register_commands(cli: typer.Typer) -> None:
+    cli.command("serve")(serve)

@@ -1,0 +1,435 @@
+"""``Receiver``: the OTLP/HTTP traces endpoint that is the single writer of a DuckDB file.
+
+Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection):
+
+* ``POST /v1/traces``: an ``ExportTraceServiceRequest`` as protobuf (``application/x-protobuf``)
+  or OTLP/JSON (``application/json``), optionally ``Content-Encoding: gzip``/``deflate``.
+  Answers **200** with an empty ``ExportTraceServiceResponse`` in the request's format only
+  after every span of the batch is in the writer's queue (``partial_success`` counts spans with
+  invalid ids or that could not be converted); **400** with a message for a malformed body (the
+  server keeps running); **415** for another Content-Type/Encoding; **413** for a body over
+  ``max_body_bytes`` (compressed or not);
+  **429** with ``Retry-After`` when the queue is full (nothing of the batch was taken: the
+  OTLP exporter retries); **503** with ``Retry-After`` while shutting down or when the
+  database cannot be opened; **401** without the bearer token when one is set.
+* ``GET /healthz``: ``{"status": "ok"}`` (200) while accepting, 503 while stopping.
+* ``GET /stats``: the counters of :mod:`~agent_rl_plugin.receiver.stats` as JSON.
+* ``POST /query``: ``{"sql": "..."}``, read-only SQL only (``is_read_only_sql``), run on the
+  writer's connection after everything accepted is committed; the result as an Arrow IPC stream.
+  This is how ``agent-rl query`` reads a database the receiver holds (DuckDB lets no other
+  process open it, not even read-only), found through ``<db>.serve.json``.
+* ``POST /snapshot``: writes a consistent copy of the database (``COPY FROM DATABASE``, after
+  everything accepted is committed) to a new file under ``<db>.snapshots/`` and answers
+  ``{"path": ...}``; :func:`~agent_rl_plugin.store.connection.open_reader` in another process
+  opens that copy read-only (and unlinks it). The folder is removed when the receiver stops.
+* Anything else: 404 (405 for a wrong method on a known path).
+
+Lifecycle: :meth:`Receiver.start` opens the database (a locked file raises
+:class:`~agent_rl_plugin.store.errors.StoreLockedError` there, not later), binds (port 0 picks a
+free port, see :attr:`Receiver.port`), writes ``<db>.serve.json`` and serves in a background
+thread. :meth:`Receiver.stop` refuses new batches (503), waits for requests in flight, writes
+everything accepted, closes the database and removes ``<db>.serve.json``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import shutil
+import socket
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from agent_rl_plugin.receiver import client
+from agent_rl_plugin.receiver.decode import (
+    JSON,
+    PROTOBUF,
+    BodyTooLarge,
+    DecodeError,
+    UnsupportedMediaType,
+    count_spans,
+    decode_body,
+    encode_response,
+    media_type,
+    spans_from_request,
+)
+from agent_rl_plugin.receiver.sink import SpanSink
+from agent_rl_plugin.receiver.stats import ReceiverStats
+from agent_rl_plugin.store.connection import is_read_only_sql
+
+logger = logging.getLogger("agent_rl_plugin.receiver")
+
+TRACES_PATH = "/v1/traces"
+DEFAULT_PORT = 4318
+DEFAULT_MAX_BODY = 64 << 20  # the OTLP exporter's own default request limit
+RETRY_AFTER_S = 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # idle keep-alive connections must not hold the process at exit
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], receiver: "Receiver") -> None:
+        self.receiver = receiver
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"  # keep-alive, as the OTLP exporter's session expects
+    timeout = 60  # an idle connection is closed after a minute
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms ACK stalls
+    error_content_type = "application/json"
+    error_message_format = '{"error": "%(message)s", "code": %(code)d}'
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    # --- responses ------------------------------------------------------------------------
+    def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, code: int, data: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(code, json.dumps(data).encode("utf-8"), JSON, headers)
+
+    def _error(self, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._json(code, {"error": message, "code": code}, headers)
+
+    def _authorized(self) -> bool:
+        token = self.server.receiver.token
+        if not token:
+            return True
+        given = self.headers.get("Authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode()):
+            return True
+        self._error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        return False
+
+    def _read_body(self, limit: int) -> bytes | None:
+        """The request body, or ``None`` after answering 411/413 (the connection is then closed)."""
+        length_header = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked" or length_header is None:
+            self.close_connection = True
+            self._error(411, "a Content-Length header is required")
+            return None
+        try:
+            length = int(length_header)
+        except ValueError:
+            self.close_connection = True
+            self._error(400, "bad Content-Length")
+            return None
+        if length > limit:
+            self.close_connection = True  # the unread body makes the connection unusable
+            self._error(413, f"body of {length} bytes exceeds the limit of {limit} bytes")
+            return None
+        return self.rfile.read(length) if length else b""
+
+    # --- routes ---------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        path = self.path.split("?", 1)[0]
+        receiver = self.server.receiver
+        if path == "/healthz":
+            if receiver.stopping:
+                self._json(503, {"status": "stopping"})
+            else:
+                self._json(200, {"status": "ok"})
+        elif path == "/stats":
+            if self._authorized():
+                self._json(200, receiver.stats_snapshot())
+        elif path in (TRACES_PATH, "/query"):
+            self._error(405, f"use POST for {path}", {"Allow": "POST"})
+        else:
+            self._error(404, f"no such path {path}: the traces endpoint is POST {TRACES_PATH}")
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        if path == TRACES_PATH:
+            self._traces()
+        elif path == "/query":
+            self._query()
+        elif path == "/snapshot":
+            if self._authorized() and self._read_body(1 << 16) is not None:
+                try:
+                    self._json(200, {"path": self.server.receiver.snapshot()})
+                except Exception as exc:
+                    self._error(503, f"cannot write a snapshot now: {_first_line(exc)}")
+        elif path in ("/healthz", "/stats"):
+            self._error(405, f"use GET for {path}", {"Allow": "GET"})
+        else:
+            self.close_connection = True
+            self._error(404, f"no such path {path}: the traces endpoint is POST {TRACES_PATH}")
+
+    def _traces(self) -> None:
+        receiver = self.server.receiver
+        stats = receiver.stats
+        stats.add(requests=1)
+        if not self._authorized():
+            stats.add(batches_rejected=1)
+            return
+        body = self._read_body(receiver.max_body_bytes)
+        if body is None:
+            stats.add(batches_rejected=1)
+            return
+        kind = PROTOBUF
+        try:
+            kind = media_type(self.headers.get("Content-Type"))
+            request = decode_body(body, kind, self.headers.get("Content-Encoding"), max_bytes=receiver.max_body_bytes)
+            spans, invalid = spans_from_request(request)
+        except BodyTooLarge as exc:
+            stats.add(batches_rejected=1)
+            self._error(413, str(exc))
+            return
+        except UnsupportedMediaType as exc:
+            stats.add(batches_rejected=1)
+            self._error(415, str(exc))
+            return
+        except DecodeError as exc:
+            stats.add(batches_rejected=1)
+            stats.error(str(exc))
+            self._error(400, str(exc))
+            return
+        except Exception as exc:  # anything else the decoder hits is still the body's fault
+            stats.add(batches_rejected=1)
+            stats.error(f"{type(exc).__name__}: {exc}")
+            self._error(400, f"could not decode the body: {type(exc).__name__}: {exc}")
+            return
+        total = count_spans(request)
+        stats.add(spans_received=total)
+        outcome = receiver.accept(spans)
+        if outcome is None or outcome.status != "ok":
+            stats.add(batches_rejected=1, spans_rejected=total)
+            if outcome is not None and outcome.status == "full":
+                self._error(429, "queue full: retry later", {"Retry-After": str(RETRY_AFTER_S)})
+            else:
+                self._error(503, "not accepting spans now (shutting down or database unavailable)",
+                            {"Retry-After": str(RETRY_AFTER_S)})
+            return
+        rejected = invalid + outcome.failed
+        stats.add(batches_accepted=1, spans_accepted=outcome.queued, spans_rejected=rejected)
+        message = f"{rejected} spans had invalid ids or could not be converted" if rejected else ""
+        self._send(200, encode_response(kind, rejected, message), kind)
+
+    def _query(self) -> None:
+        receiver = self.server.receiver
+        if not self._authorized():
+            return
+        body = self._read_body(1 << 20)
+        if body is None:
+            return
+        try:
+            sql = json.loads(body)["sql"]
+            if not isinstance(sql, str):
+                raise TypeError("sql must be a string")
+        except (ValueError, KeyError, TypeError) as exc:
+            self._error(400, f"expected a JSON body {{\"sql\": \"...\"}}: {exc}")
+            return
+        try:
+            read_only = is_read_only_sql(sql)
+        except duckdb.Error as exc:
+            self._error(400, f"SQL error: {_first_line(exc)}")
+            return
+        if not read_only:
+            self._error(403, "only read-only SQL runs through the receiver (SELECT, DESCRIBE, SHOW, ...)")
+            return
+        try:
+            payload = receiver.query_arrow(sql)
+        except duckdb.Error as exc:
+            self._error(400, f"SQL error: {_first_line(exc)}")
+            return
+        except Exception as exc:
+            self._error(503, f"cannot read the database now: {exc}")
+            return
+        self._send(200, payload, client.ARROW_STREAM)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Receiver:
+    """OTLP/HTTP receiver writing into the DuckDB file ``db`` (see the module contract).
+
+    ``token``: bearer token required on every request but ``/healthz`` (default:
+    ``$AGENT_RL_SERVE_TOKEN``; ``""`` disables it). ``max_pending_spans``: the queue bound (spans
+    accepted and not yet committed) beyond which batches get 429. ``write_delay_s``: test hook
+    (see :mod:`~agent_rl_plugin.receiver.sink`). ``announce``: write ``<db>.serve.json``.
+    """
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        token: str | None = None,
+        max_pending_spans: int = 200_000,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        batch_rows: int = 50_000,
+        linger_s: float = 0.25,
+        write_delay_s: float = 0.0,
+        announce: bool = True,
+    ) -> None:
+        self.db = os.path.abspath(os.fspath(db))
+        self.host = host
+        self._requested_port = port
+        self.token = os.environ.get(client.TOKEN_ENV) if token is None else token
+        self.max_body_bytes = max_body_bytes
+        self.announce = announce
+        self.stats = ReceiverStats()
+        self.sink = SpanSink(self.db, max_pending_spans=max_pending_spans, batch_rows=batch_rows,
+                             linger_s=linger_s, write_delay_s=write_delay_s)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._gate = threading.Condition()
+        self._in_flight = 0
+        self.stopping = False
+        self._stopped = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The port served on (the real one when started with port 0)."""
+        if self._server is None:
+            return self._requested_port
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` for clients (the traces endpoint is ``url + "/v1/traces"``)."""
+        return client.base_url(self.host, self.port)
+
+    def start(self) -> "Receiver":
+        """Open the database, bind, announce and serve in a background thread; returns self."""
+        try:
+            self.sink.open()
+            self._server = _Server((self.host, self._requested_port), self)
+        except BaseException:
+            self.sink.close()
+            raise
+        if self.announce:
+            client.write_info(self.db, self.host, self.port, self.token or None)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name=f"agent-rl serve :{self.port}", daemon=True)
+        self._thread.start()
+        logger.info("agent-rl serve: listening on %s, writing %s", self.url, self.db)
+        return self
+
+    def __enter__(self) -> "Receiver":
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Refuse new batches, finish those in flight, write everything accepted, close.
+        Idempotent; returns the final stats."""
+        with self._gate:
+            if self._stopped:
+                return self.stats_snapshot()
+            self.stopping = True
+            self._gate.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+        try:
+            self.sink.close(timeout_s)
+        finally:
+            if self._server is not None:
+                self._server.shutdown()
+                self._server.server_close()
+            if self.announce:
+                client.remove_info(self.db)
+            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+            with self._gate:
+                self._stopped = True
+        return self.stats_snapshot()
+
+    def serve_until(self, event: threading.Event) -> None:
+        """Block until ``event`` is set (e.g. by a signal handler), then :meth:`stop`."""
+        try:
+            while not event.wait(0.5):
+                pass
+        finally:
+            self.stop()
+
+    # --- work -----------------------------------------------------------------------------
+    def accept(self, spans: list) -> Any:
+        """Queue ``spans`` unless stopping (``None`` then); see :meth:`SpanSink.accept`."""
+        with self._gate:
+            if self.stopping:
+                return None
+            self._in_flight += 1
+        try:
+            return self.sink.accept(spans)
+        finally:
+            with self._gate:
+                self._in_flight -= 1
+                self._gate.notify_all()
+
+    def query_arrow(self, sql: str) -> bytes:
+        """Run ``sql`` (already vetted read-only) on a cursor of the writer; Arrow IPC bytes."""
+        cursor = self.sink.cursor()
+        try:
+            relation = cursor.sql(sql)
+            table = relation.to_arrow_table() if relation is not None else pa.table({})
+        finally:
+            cursor.close()
+        self.stats.add(queries=1)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    @property
+    def snapshot_dir(self) -> str:
+        """Where :meth:`snapshot` writes copies (removed by :meth:`stop`)."""
+        return self.db + ".snapshots"
+
+    def snapshot(self) -> str:
+        """Copy the database (everything accepted so far, committed) to a new file; its path."""
+        os.makedirs(self.snapshot_dir, exist_ok=True)
+        alias = "snapshot_" + uuid.uuid4().hex
+        path = os.path.join(self.snapshot_dir, alias + ".duckdb")
+        cursor = self.sink.cursor()
+        try:
+            source = cursor.execute("SELECT current_database()").fetchone()[0]
+            cursor.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {alias}")
+            try:
+                cursor.execute(f'COPY FROM DATABASE "{source}" TO {alias}')
+            finally:
+                cursor.execute(f"DETACH {alias}")
+        finally:
+            cursor.close()
+        self.stats.add(snapshots=1)
+        return path
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        """Counters (see :mod:`~agent_rl_plugin.receiver.stats`), the writer's included."""
+        snapshot = self.stats.snapshot()
+        written = self.sink.written()
+        snapshot.update(
+            spans_written=written["spans_written"],
+            spans_dropped=written["spans_dropped"],
+            batches_written=written["batches_written"],
+            queue_depth=self.sink.pending,
+            queue_limit=self.sink.max_pending_spans,
+            db=self.db,
+            pid=os.getpid(),
+        )
+        snapshot["last_error"] = snapshot["last_error"] or written["last_error"]
+        return snapshot

@@ -1,0 +1,168 @@
+"""The receiver's bounded queue and single writer: spans in, rows into one DuckDB file.
+
+Contract:
+
+* :class:`SpanSink` reuses the store's own pieces: :class:`~agent_rl_plugin.store.rows.SpanConverter`
+  (the same conversion, normalisers and attribute size limit as the in-process exporter, so a
+  span lands as the same row either way) and :class:`~agent_rl_plugin.store.writer.StoreWriter`
+  (one thread owning the connection, batched Arrow inserts, bisecting retry of bad rows).
+* :meth:`SpanSink.accept` converts spans in the caller's thread and queues them **all or
+  nothing**: it returns an :class:`Accepted` whose ``status`` is ``"ok"`` (every convertible
+  span queued; ``failed`` counts unconvertible ones), ``"full"`` (more than ``max_pending_spans``
+  would be waiting: nothing queued, the sender should retry later) or ``"unavailable"`` (shut
+  down, or the database failed to open moments ago: nothing queued).
+* :meth:`SpanSink.close` writes everything accepted, then closes the database.
+* :meth:`SpanSink.cursor` gives a cursor on the writer's connection once everything accepted so
+  far is committed (how ``POST /query`` reads while the receiver holds the file).
+* ``write_delay_s`` (a test hook) makes the writer sleep before each insert, so tests can fill
+  the queue and see back-pressure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import duckdb
+from opentelemetry.sdk.trace import ReadableSpan
+
+from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
+from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.rows import Normalizer, SpanBatch, SpanConverter
+from agent_rl_plugin.store.writer import ExportStats, StoreWriter
+
+logger = logging.getLogger("agent_rl_plugin.receiver")
+
+DEFAULT_MAX_ATTRIBUTE_SIZE = 32_768  # RLConfig.max_attribute_size's default: the same cut as in-process
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Outcome of :meth:`SpanSink.accept`: ``status`` is ``ok``, ``full`` or ``unavailable``."""
+
+    status: str
+    queued: int = 0
+    failed: int = 0
+
+
+class _Writer(StoreWriter):
+    """The store's writer thread, with the receiver's test hook (a delay before each insert)."""
+
+    write_delay_s: float = 0.0
+
+    def _write(self, batches: list[SpanBatch]) -> None:
+        if self.write_delay_s:
+            time.sleep(self.write_delay_s)
+        super()._write(batches)
+
+
+class SpanSink:
+    """Bounded queue + single writer for one database file (see the module contract)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_pending_spans: int = 200_000,
+        batch_rows: int = 50_000,
+        linger_s: float = 0.25,
+        max_attribute_size: int | None = DEFAULT_MAX_ATTRIBUTE_SIZE,
+        normalizers: Sequence[tuple[str, Normalizer]] | None = None,
+        write_delay_s: float = 0.0,
+    ) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.stats = ExportStats()
+        self._logged: set[str] = set()
+        self._opening = False
+        if normalizers is None:
+            from agent_rl_plugin.store.exporter import collect_normalizers
+
+            try:
+                normalizers = collect_normalizers()
+            except Exception as exc:  # a broken plugin must not stop the receiver
+                self._report("normalizers", exc)
+                normalizers = []
+        self.converter = SpanConverter(
+            normalizers=list(normalizers), max_attribute_size=max_attribute_size, on_error=self._report
+        )
+        self.writer = _Writer(
+            self.path,
+            stats=self.stats,
+            report=self._report,
+            batch_rows=batch_rows,
+            max_pending_spans=max_pending_spans,
+            reopen_interval_s=1.0,
+            linger_s=linger_s,
+        )
+        self.writer.write_delay_s = write_delay_s
+        self.max_pending_spans = max_pending_spans
+        self._lock = threading.Lock()
+        self._key = store_key(self.path)
+        self._closed = False
+        register_writer(self._key, self.writer)  # open_reader() in this process reads through us
+
+    def _report(self, kind: str, exc: BaseException) -> None:
+        message = str(exc) or type(exc).__name__
+        self.stats.set_error(message)
+        if self._opening and kind in ("locked", "open"):
+            return  # open() raises it to the caller; no log line as well
+        if kind not in self._logged:
+            self._logged.add(kind)
+            logger.error("agent-rl serve: %s (%s; shown once)", message, self.path)
+
+    def open(self) -> None:
+        """Open (create, migrate) the database now, so a locked file fails at start-up.
+
+        Raises :class:`~agent_rl_plugin.store.errors.StoreError` (e.g. ``StoreLockedError``)."""
+        self._opening = True
+        try:
+            self.writer.reader_cursor(60.0).close()
+        finally:
+            self._opening = False
+
+    @property
+    def pending(self) -> int:
+        """Spans accepted and not yet committed or dropped."""
+        return self.writer.pending
+
+    def accept(self, spans: Sequence[ReadableSpan]) -> Accepted:
+        """Convert and queue ``spans`` all or nothing (see the module contract)."""
+        if self._closed or not self.writer.available():
+            return Accepted("unavailable")
+        batch = self.converter.convert(spans)
+        n = batch.num_spans
+        if n == 0:
+            return Accepted("ok", 0, batch.failed)
+        with self._lock:  # the check and the enqueue together: concurrent requests cannot overshoot
+            if self.writer.pending + n > self.max_pending_spans:
+                return Accepted("full", 0, batch.failed)
+            if not self.writer.submit(batch):
+                return Accepted("unavailable", 0, batch.failed)
+        return Accepted("ok", n, batch.failed)
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """``True`` once everything accepted so far is committed (or dropped)."""
+        return self.writer.flush(timeout_s)
+
+    def cursor(self, timeout_s: float = 30.0) -> duckdb.DuckDBPyConnection:
+        """A cursor on the writer's connection after a flush (close it when done)."""
+        return self.writer.reader_cursor(timeout_s)
+
+    def written(self) -> dict[str, Any]:
+        """The writer's counters: ``spans_written``, ``spans_dropped``, ``batches_written``, ..."""
+        return self.stats.snapshot()
+
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Write everything accepted, close the database, stop the thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            unregister_writer(self._key, self.writer)
+            self.writer.close(timeout_s)
+        except StoreError as exc:  # pragma: no cover - close reports through _report
+            self._report("close", exc)

@@ -1,0 +1,65 @@
+"""Counters of a receiver, served at ``GET /stats`` and printed by ``agent-rl serve --stats``.
+
+Contract: :class:`ReceiverStats` is thread-safe; :meth:`ReceiverStats.snapshot` returns a plain
+JSON-ready dict with these keys (all integers unless noted):
+
+* ``requests``: ``POST /v1/traces`` requests handled (any outcome);
+* ``batches_accepted``: requests whose spans were all queued (answered 200);
+* ``batches_rejected``: requests refused (400/401/413/415/429/503): a bad request, a full
+  queue, or a receiver shutting down;
+* ``spans_received``: spans decoded from accepted or back-pressured requests;
+* ``spans_accepted``: spans queued for the writer (acknowledged to the sender);
+* ``spans_rejected``: spans refused (queue full, shutting down, invalid ids, unconvertible);
+* ``spans_written`` / ``spans_dropped``: committed to the database / accepted but lost when the
+  database failed (from the store's writer);
+* ``queue_depth``: spans accepted and not yet committed; ``queue_limit``: the bound;
+* ``queries`` / ``snapshots``: ``POST /query`` / ``POST /snapshot`` requests served; ``uptime_s`` (float), ``last_error`` (text or null),
+  ``db`` (the database path), ``pid``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+
+class ReceiverStats:
+    """Thread-safe counters (see the module contract)."""
+
+    FIELDS = (
+        "requests",
+        "batches_accepted",
+        "batches_rejected",
+        "spans_received",
+        "spans_accepted",
+        "spans_rejected",
+        "queries",
+        "snapshots",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(self.FIELDS, 0)
+        self.started = time.monotonic()
+        self.last_error: str | None = None
+
+    def add(self, **deltas: int) -> None:
+        """Add ``deltas`` to the named counters."""
+        with self._lock:
+            for name, delta in deltas.items():
+                self._counts[name] += delta
+
+    def error(self, message: str) -> None:
+        """Remember the latest error (shown as ``last_error``)."""
+        with self._lock:
+            self.last_error = message
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as a plain dict, plus ``uptime_s`` and ``last_error``."""
+        with self._lock:
+            return {
+                **self._counts,
+                "uptime_s": round(time.monotonic() - self.started, 3),
+                "last_error": self.last_error,
+            }

@@ -1,0 +1,328 @@
+"""Loading spans from files: OTLP/JSON lines and the Parquet of ``agent-rl export parquet``.
+
+Contract:
+
+* :func:`ingest_paths` loads every file named (directories are searched recursively for
+  ``*.parquet``, ``*.json``, ``*.jsonl``, ``*.ndjson`` and those with ``.gz``) into the database
+  and returns an :class:`IngestReport`.
+* **Idempotent by (trace_id, span_id)**: a span already in ``spans`` (or seen earlier in the
+  same batch) is skipped and counted in ``duplicates``; ingesting the same files twice adds
+  nothing. Rewards carried by ``gen_ai.evaluation.result`` events are added with their spans
+  (their ids are derived from trace, span and event position, so they are never doubled).
+* OTLP/JSON lines (what the OpenTelemetry Collector's ``file`` exporter writes): one
+  ``ExportTraceServiceRequest`` per line, hex ids. Spans go through the same decoding as
+  ``agent-rl serve`` and the store's own row conversion. A line that does not decode is
+  reported in ``errors`` (file, 1-based line number, message) and skipped; the rest lands.
+* Parquet (files or ``date=.../service=...`` folders): the ``spans`` columns present in the
+  file are inserted as they are (``ingested_at`` is set anew); emitted rewards are rebuilt from
+  the events. An unreadable file is one error entry (line ``None``).
+* Each batch is one transaction. ``progress(n_bytes)`` is called as input is consumed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator
+
+import duckdb
+import pyarrow as pa
+
+from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.store.batch import insert_batch
+from agent_rl_plugin.store.connection import connect_writer
+from agent_rl_plugin.store.rows import SPAN_SCHEMA, SpanBatch, SpanConverter, rewards_to_table
+
+JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+Progress = Callable[[int], None]
+
+
+@dataclass
+class IngestReport:
+    """What :func:`ingest_paths` did; :meth:`as_dict` is the ``--json`` summary."""
+
+    files: int = 0
+    spans_read: int = 0
+    inserted: int = 0
+    duplicates: int = 0
+    rewards_inserted: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "spans_read": self.spans_read,
+            "inserted": self.inserted,
+            "skipped_duplicates": self.duplicates,
+            "rewards_inserted": self.rewards_inserted,
+            "errors": self.errors,
+        }
+
+
+def find_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The files to ingest: each path itself, or the matching files under a directory (sorted)."""
+    found: list[str] = []
+    for raw in paths:
+        path = os.fspath(raw)
+        if os.path.isdir(path):
+            for folder, _, names in sorted(os.walk(path)):
+                for name in sorted(names):
+                    if name.endswith(".parquet") or name.endswith(JSON_SUFFIXES):
+                        found.append(os.path.join(folder, name))
+        else:
+            found.append(path)
+    return found
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+# --- inserting without duplicates ---------------------------------------------------------
+_NEW_SPANS_SQL = """SELECT * FROM _agent_rl_ingest AS b
+WHERE NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id)
+QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id) = 1"""
+
+
+def insert_new_spans(connection: duckdb.DuckDBPyConnection, batch: SpanBatch) -> tuple[int, int, int]:
+    """Insert the spans of ``batch`` not yet in the table (and their rewards) in one transaction;
+    returns (inserted, duplicates, rewards inserted)."""
+    n = batch.num_spans
+    if n == 0:
+        return 0, 0, 0
+    connection.register("_agent_rl_ingest", batch.spans)
+    try:
+        new = connection.sql(_NEW_SPANS_SQL).to_arrow_table().select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
+    finally:
+        connection.unregister("_agent_rl_ingest")
+    rewards = _new_rewards(connection, batch.rewards, new)
+    insert_batch(connection, new, rewards)
+    return new.num_rows, n - new.num_rows, 0 if rewards is None else rewards.num_rows
+
+
+def _new_rewards(connection: duckdb.DuckDBPyConnection, rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:
+    if rewards is None or rewards.num_rows == 0 or spans.num_rows == 0:
+        return None
+    keys = set(zip(spans["trace_id"].to_pylist(), spans["span_id"].to_pylist()))
+    mask = [(t, s) in keys for t, s in zip(rewards["trace_id"].to_pylist(), rewards["span_id"].to_pylist())]
+    rewards = rewards.filter(pa.array(mask))
+    if rewards.num_rows == 0:
+        return None
+    connection.register("_agent_rl_ingest_rewards", rewards)
+    try:
+        kept = connection.sql(
+            "SELECT * FROM _agent_rl_ingest_rewards AS r "
+            "WHERE NOT EXISTS (SELECT 1 FROM rewards AS x WHERE x.reward_id = r.reward_id) "
+            "QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1"
+        ).to_arrow_table()
+    finally:
+        connection.unregister("_agent_rl_ingest_rewards")
+    return kept.cast(rewards.schema) if kept.num_rows else None
+
+
+# --- OTLP/JSON lines ----------------------------------------------------------------------
+def _open_text(path: str) -> tuple[io.TextIOBase, Any]:
+    raw = open(path, "rb")
+    stream = gzip.open(raw, "rt", encoding="utf-8") if path.endswith(".gz") else io.TextIOWrapper(raw, encoding="utf-8")
+    return stream, raw
+
+
+def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    """(line number, spans) per decodable line; errors go to ``report``."""
+    from agent_rl_plugin.receiver.decode import DecodeError, request_from_json, spans_from_request
+
+    stream, raw = _open_text(path)
+    position = 0
+    with stream, raw:
+        number = 0
+        while True:
+            try:
+                line = stream.readline()
+            except (UnicodeDecodeError, OSError, EOFError) as exc:
+                report.errors.append({"file": path, "line": number + 1, "error": f"unreadable: {exc}"})
+                break
+            if not line:
+                break
+            number += 1
+            if progress is not None:
+                now = raw.tell()
+                progress(now - position)
+                position = now
+            if not line.strip():
+                continue
+            try:
+                spans, invalid = spans_from_request(request_from_json(line))
+            except DecodeError as exc:
+                report.errors.append({"file": path, "line": number, "error": str(exc)})
+                continue
+            except Exception as exc:  # never let one line stop the file
+                report.errors.append({"file": path, "line": number, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if invalid:
+                report.spans_read += invalid
+                message = f"{invalid} spans with invalid ids skipped"
+                report.errors.append({"file": path, "line": number, "error": message})
+            yield number, spans
+
+
+def _ingest_json(connection: duckdb.DuckDBPyConnection, path: str, converter: SpanConverter,
+                 report: IngestReport, progress: Progress | None, batch_spans: int) -> None:
+    pending: list[Any] = []
+
+    def write() -> None:
+        batch = converter.convert(pending)
+        if batch.failed:
+            report.errors.append({"file": path, "line": None, "error": f"{batch.failed} spans could not be converted"})
+        inserted, duplicates, rewards = insert_new_spans(connection, batch)
+        report.inserted += inserted
+        report.duplicates += duplicates
+        report.rewards_inserted += rewards
+        pending.clear()
+
+    for _, spans in _json_lines(path, report, progress):
+        report.spans_read += len(spans)
+        pending.extend(spans)
+        if len(pending) >= batch_spans:
+            write()
+    if pending:
+        write()
+
+
+# --- Parquet ------------------------------------------------------------------------------
+def _spans_columns(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    return [row[0] for row in connection.execute("DESCRIBE spans").fetchall()]
+
+
+def _ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: IngestReport) -> None:
+    source = f"read_parquet({_quote(path)}, hive_partitioning = false)"
+    try:
+        available = {row[0] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    except duckdb.Error as exc:
+        report.errors.append({"file": path, "line": None, "error": f"not a readable Parquet file: {_first_line(exc)}"})
+        return
+    if not {"trace_id", "span_id", "name"} <= available:
+        message = "not a spans export (no trace_id/span_id/name columns)"
+        report.errors.append({"file": path, "line": None, "error": message})
+        return
+    columns = _spans_columns(connection)
+    select = ", ".join(
+        "?::TIMESTAMP" if c == "ingested_at" else f'"{c}"' if c in available else
+        "false" if c == "is_rollout_root" else "NULL"
+        for c in columns
+    )
+    names = ", ".join(f'"{c}"' for c in columns)
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        total = connection.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+        connection.execute(
+            f"CREATE OR REPLACE TEMP TABLE _agent_rl_ingest_new AS SELECT {select} FROM {source} AS b "
+            "WHERE NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id) "
+            "QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id) = 1",
+            [_now()],
+        )
+        inserted = connection.execute(f"INSERT INTO spans ({names}) SELECT * FROM _agent_rl_ingest_new").fetchone()[0]
+        rewards = _rewards_from_events(connection)
+        n_rewards = 0
+        if rewards is not None:
+            kept = _new_rewards(connection, rewards, connection.sql(
+                "SELECT trace_id, span_id FROM _agent_rl_ingest_new").to_arrow_table())
+            if kept is not None:
+                insert_rewards_only(connection, kept)
+                n_rewards = kept.num_rows
+        connection.execute("DROP TABLE _agent_rl_ingest_new")
+        connection.execute("COMMIT")
+    except BaseException as exc:
+        try:
+            connection.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        if isinstance(exc, duckdb.Error):
+            report.errors.append({"file": path, "line": None, "error": _first_line(exc)})
+            return
+        raise
+    report.spans_read += int(total)
+    report.inserted += int(inserted)
+    report.duplicates += int(total) - int(inserted)
+    report.rewards_inserted += n_rewards
+
+
+def insert_rewards_only(connection: duckdb.DuckDBPyConnection, rewards: pa.Table) -> None:
+    """Insert reward rows (:data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`) inside the caller's
+    transaction."""
+    from agent_rl_plugin.store.batch import INSERT_REWARDS_SQL, REWARDS_VIEW
+
+    connection.register(REWARDS_VIEW, rewards)
+    try:
+        connection.execute(INSERT_REWARDS_SQL, [_now()])
+    finally:
+        connection.unregister(REWARDS_VIEW)
+
+
+def _rewards_from_events(connection: duckdb.DuckDBPyConnection) -> pa.Table | None:
+    """Reward rows for the evaluation events of the spans in ``_agent_rl_ingest_new`` (the same
+    rows the exporter derives from a live span)."""
+    rows = connection.execute(
+        "SELECT trace_id, span_id, rollout_id, events FROM _agent_rl_ingest_new WHERE events LIKE ?",
+        [f"%{sc.EVENT_EVALUATION_RESULT}%"],
+    ).fetchall()
+    rewards: list[dict[str, Any]] = []
+    for trace_id, span_id, rollout_id, events_text in rows:
+        try:
+            events = json.loads(events_text or "[]")
+        except ValueError:
+            continue
+        for position, event in enumerate(events if isinstance(events, list) else []):
+            if isinstance(event, dict) and event.get("name") == sc.EVENT_EVALUATION_RESULT:
+                attrs = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
+                rewards.append(SpanConverter._reward(attrs, event.get("time"), trace_id, span_id, position,
+                                                     rollout_id or trace_id))
+    return rewards_to_table(rewards)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- entry point --------------------------------------------------------------------------
+def ingest_paths(
+    db: str | os.PathLike[str],
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    progress: Progress | None = None,
+    batch_spans: int = 20_000,
+    normalizers: Any = None,
+    max_attribute_size: int | None = 32_768,
+) -> IngestReport:
+    """Load ``paths`` into ``db`` (see the module contract)."""
+    files = find_files(paths)
+    report = IngestReport()
+    if normalizers is None:
+        from agent_rl_plugin.store.exporter import collect_normalizers
+
+        normalizers = collect_normalizers()
+    converter = SpanConverter(normalizers=normalizers, max_attribute_size=max_attribute_size)
+    connection = connect_writer(db)
+    try:
+        for path in files:
+            if not os.path.isfile(path):
+                report.errors.append({"file": path, "line": None, "error": "no such file"})
+                continue
+            report.files += 1
+            if path.endswith(".parquet"):
+                _ingest_parquet(connection, path, report)
+                if progress is not None:
+                    progress(os.path.getsize(path))
+            else:
+                _ingest_json(connection, path, converter, report, progress, batch_spans)
+    finally:
+        connection.close()
+    return report
