@@ -29,6 +29,7 @@ from agent_rl_plugin.cli.train_support import (
     train_recorded,
 )
 from agent_rl_plugin.hookspecs import hookimpl
+from agent_rl_plugin.train.distributed import is_main_process
 
 app = typer.Typer(help="Train LoRA adapters on recorded rollouts (KTO, GRPO online/offline, GiGPO).", no_args_is_help=True)
 
@@ -217,6 +218,8 @@ def kto_command(
     except (UserError, DatasetError) as exc:
         hint = getattr(exc, "hint", None)
         fail(escape(str(exc)), escape(hint) if hint else None)
+    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
+        return
     if json_output:
         print_json(summary)
     else:

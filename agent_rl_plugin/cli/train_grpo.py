@@ -38,6 +38,7 @@ from agent_rl_plugin.cli.train import (
     source_db,
 )
 from agent_rl_plugin.cli.train_support import apply_profile, build_config, load_jsonl_dataset, losses, store_error, train_recorded
+from agent_rl_plugin.train.distributed import is_main_process
 
 
 class Level(str, Enum):
@@ -259,6 +260,8 @@ def grpo_command(
                                       sql=sql, tasks=tasks, quiet=json_output)
     except UserError as exc:
         fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
+    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
+        return
     if json_output:
         print_json(summary)
     else:
@@ -297,6 +300,8 @@ def gigpo_command(
                                    run_id=run_id, quiet=json_output)
     except UserError as exc:
         fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
+    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
+        return
     if json_output:
         print_json(summary)
     else:

@@ -1,6 +1,10 @@
 """What the ``agent-rl train`` commands share: building a config from flags and an optional
 ``--config`` file, checking the model path, loading dataset files, printing the hardware
 profile, and training with the run recorded in ``training_runs`` / ``training_metrics``.
+
+Under ``accelerate launch`` / ``torchrun`` every process runs the command; only the main one
+(:func:`~agent_rl_plugin.train.distributed.is_main_process`) prints the profile and records the
+run (see :mod:`agent_rl_plugin.train.distributed`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from agent_rl_plugin.cli.common import UserError, console, err_console
+from agent_rl_plugin.train.distributed import is_distributed, is_main_process, world_size
 
 #: ``agent-rl train`` method -> the ``method`` of load_config_file and of training_runs.
 METHODS = ("kto", "grpo", "offline_grpo", "gigpo")
@@ -72,6 +77,7 @@ def build_config(method: str, config_file: str | None, model: str | None, out: s
     from agent_rl_plugin.train.config import TrainConfigError
 
     overrides = {k: v for k, v in flags.items() if v is not None}
+    default_dir = default_out(method)
     if model:
         overrides["model"] = model
     try:
@@ -83,16 +89,22 @@ def build_config(method: str, config_file: str | None, model: str | None, out: s
             if out:
                 overrides["output_dir"] = out
             config = load_config_file(config_file, method=method, overrides=overrides,
-                                      defaults={"output_dir": default_out(method)})
+                                      defaults={"output_dir": default_dir})
         else:
             if not model:
                 raise UserError("no model given", "pass --model PATH (or a --config file with model: PATH)")
-            overrides["output_dir"] = out or default_out(method)
+            overrides["output_dir"] = out or default_dir
             config = config_class(method)(**overrides)
     except TrainConfigError as exc:
         raise UserError(str(exc)) from None
     except TypeError as exc:  # an unknown field given programmatically
         raise UserError(str(exc)) from None
+    if config.output_dir == default_dir and is_distributed():
+        # the timestamped default can differ between processes started a second apart
+        raise UserError(
+            f"{world_size()} training processes need one output directory, given explicitly",
+            "pass --out DIR (or set output_dir in the --config file)",
+        )
     check_model_path(config.model)
     return config
 
@@ -111,11 +123,13 @@ def config_class(method: str):
 
 
 def apply_profile(config: Any, quiet: bool):
-    """Fill the machine-dependent fields and print the profile (stderr when ``quiet``)."""
+    """Fill the machine-dependent fields and print the profile (stderr when ``quiet``; only
+    from the main process of a multi-process run)."""
     from agent_rl_plugin.train.hardware import apply_hardware_profile
 
     profile = apply_hardware_profile(config)
-    (err_console if quiet else console).print(profile.describe(), markup=False, highlight=False, soft_wrap=True)
+    if is_main_process():
+        (err_console if quiet else console).print(profile.describe(), markup=False, highlight=False, soft_wrap=True)
     return profile
 
 
@@ -134,18 +148,35 @@ def train_recorded(
     train: Callable[[], Any],
 ) -> tuple[Any, str | None]:
     """Run ``train()`` with the trainer's log lines on stderr, record the run (also a failed
-    one) when ``record_db`` is set; returns ``(result, run_id)``. Raises :class:`UserError`."""
+    one) when ``record_db`` is set; returns ``(result, run_id)``. Raises :class:`UserError`.
+
+    In a multi-process run (``accelerate launch``) every process trains, and only the main one
+    records (DuckDB has one writer per file), with ``world_size`` added to the recorded config;
+    the others return ``run_id`` ``None``."""
     from agent_rl_plugin.train.common import TrainError
     from agent_rl_plugin.train.config import TrainConfigError
     from agent_rl_plugin.train.records import record_training_run
 
     started_at = datetime.now(timezone.utc)
     n_rows = len(dataset) if dataset is not None else None
+    if not is_main_process():
+        record_db = None
+    recorded_config = config
+    if record_db and is_distributed():
+        import dataclasses
+
+        recorded_config = {**dataclasses.asdict(config), "world_size": world_size()}
 
     def failed(message: str) -> None:
-        if record_db:
-            record_training_run(record_db, None, config, dataset_sql, method=method, status="error", error=message,
-                                started_at=started_at, n_rows=n_rows)
+        if not record_db:
+            return
+        try:
+            record_training_run(record_db, None, recorded_config, dataset_sql, method=method, status="error",
+                                error=message, started_at=started_at, n_rows=n_rows)
+        except Exception as exc:  # e.g. another process still reads the file: report the training error
+            if not is_distributed():
+                raise
+            err_console.print(f"warning: the failed run was not recorded: {exc}", markup=False, highlight=False)
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout stays for the summary / JSON
@@ -156,7 +187,8 @@ def train_recorded(
     except OSError as exc:
         failed(str(exc))
         raise UserError(f"cannot load or save the model: {exc}", "check --model and --out") from None
-    run_id = record_training_run(record_db, result, config, dataset_sql, method=method, started_at=started_at) if record_db else None
+    run_id = (record_training_run(record_db, result, recorded_config, dataset_sql, method=method, started_at=started_at)
+              if record_db else None)
     return result, run_id
 
 

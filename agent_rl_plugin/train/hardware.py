@@ -17,6 +17,11 @@ gpu-medium  GPU 16-40 GiB              8      2      32      bf16/fp32
 gpu-large   GPU >= 40 GiB              16     1      64      bf16/fp32
 ==========  =========================  =====  =====  ======  =========
 
+Under a distributed launcher (``accelerate launch``, ``torchrun``) the profile is per process:
+``Hardware.world_size`` counts the processes (``WORLD_SIZE``), the per-device batch stays, and
+the effective batch of an optimizer step is ``batch x accumulation x processes`` (``describe()``
+says so when there is more than one process).
+
 bf16 is used where the GPU supports it (Ampere and newer), else fp32 (fp16 with LoRA needs loss
 scaling that TRL leaves to the user). A config with ``use_cpu=True`` gets the ``cpu`` profile
 (fp32) whatever GPU there is; a GPU of unknown memory gets ``gpu-small``. For online GRPO the
@@ -43,6 +48,7 @@ class Hardware:
     gpu_memory_gib: Optional[float] = None
     gpu_count: int = 0
     bf16: bool = False
+    world_size: int = 1  # training processes (accelerate launch / torchrun), each with this profile
 
 
 @dataclass
@@ -69,14 +75,21 @@ class HardwareProfile:
             gpu = "no GPU"
         precision = "bf16" if self.bf16 else "fp32"
         device = "CPU" if self.use_cpu else "GPU"
+        batch = f"batch {self.batch_size} x accum {self.gradient_accumulation_steps}"
+        if hw.world_size > 1:
+            batch += f" x {hw.world_size} processes (effective batch {self.effective_batch_size})"
         text = (
             f"hardware: {self.name} ({hw.cpu_cores} cores, {hw.ram_gib:.1f} GiB RAM, {gpu}) -> "
-            f"batch {self.batch_size} x accum {self.gradient_accumulation_steps}, LoRA r {self.lora_r}, "
-            f"{precision} on {device}"
+            f"{batch}, LoRA r {self.lora_r}, {precision} on {device}"
         )
         if self.overridden:
             text += f" (set by you: {', '.join(self.overridden)})"
         return text
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Examples per optimizer step: per-device batch x accumulation x processes."""
+        return self.batch_size * self.gradient_accumulation_steps * max(self.hardware.world_size, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,8 +110,11 @@ def _cpu_cores() -> int:
 
 
 def detect_hardware() -> Hardware:
-    """The machine this process trains on (torch is imported only to ask about CUDA)."""
-    cores, ram = _cpu_cores(), _ram_gib()
+    """The machine this process trains on (torch is imported only to ask about CUDA), and the
+    number of training processes (``WORLD_SIZE`` of ``accelerate launch`` / ``torchrun``)."""
+    from agent_rl_plugin.train.distributed import world_size
+
+    cores, ram, processes = _cpu_cores(), _ram_gib(), world_size()
     try:
         import torch
 
@@ -111,10 +127,11 @@ def detect_hardware() -> Hardware:
                 gpu_memory_gib=props.total_memory / 2**30,
                 gpu_count=torch.cuda.device_count(),
                 bf16=bool(torch.cuda.is_bf16_supported()),
+                world_size=processes,
             )
     except Exception:  # torch missing or CUDA broken: train on CPU
         pass
-    return Hardware(cpu_cores=cores, ram_gib=ram)
+    return Hardware(cpu_cores=cores, ram_gib=ram, world_size=processes)
 
 
 def choose_profile(
