@@ -1,0 +1,41 @@
+"""The order the built-in normalisers run in, which is their precedence.
+
+Every normaliser only *adds* keys that are still missing, so what runs first wins. Per key:
+
+1. ``agent_rl.*`` keys already on the span (this package's own instrumentation);
+2. current GenAI keys already on the span (``gen_ai.input.messages``, ``gen_ai.usage.*``, ...):
+   the canonical vocabulary the views read, never rewritten;
+3. OpenInference (``openinference``);
+4. OpenLLMetry / Traceloop (``openllmetry``), then the deprecated GenAI names OpenLLMetry and
+   older GenAI instrumentations write (``genai``: ``gen_ai.system``, flattened
+   ``gen_ai.prompt.N.*``, ``gen_ai.usage.prompt_tokens``, ``llm.request.type``).
+
+The *kind* of a span (LLM call, tool call, agent, workflow) is decided once, by the first of
+these that states one (``agent_rl.span.kind``, ``gen_ai.operation.name``,
+``openinference.span.kind``, ``traceloop.span.kind``, ``llm.request.type``); a lower convention
+then fills missing keys as for that kind, never restating it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from agent_rl_plugin.store.normalizers.genai import normalize_genai
+from agent_rl_plugin.store.normalizers.openinference import normalize_openinference
+from agent_rl_plugin.store.normalizers.openllmetry import normalize_openllmetry
+
+Normalizer = Callable[[dict[str, Any], str], None]
+
+#: ``(name, normalize)`` in precedence order (first wins), as registered with
+#: ``agent_rl_register_normalizers``.
+BUILTIN_NORMALIZERS: tuple[tuple[str, Normalizer], ...] = (
+    ("openinference", normalize_openinference),
+    ("openllmetry", normalize_openllmetry),
+    ("genai", normalize_genai),
+)
+
+
+def normalize_all(attributes: dict[str, Any], span_name: str) -> None:
+    """Apply every built-in normaliser in precedence order (what the store does), in place."""
+    for _, normalize in BUILTIN_NORMALIZERS:
+        normalize(attributes, span_name)
