@@ -75,6 +75,12 @@ class RLConfig(BaseModel):
     max_queue_size: int = Field(
         65_536, ge=1, description="Finished spans held in memory before new ones are dropped."
     )
+    flush_on_sigterm: bool = Field(
+        True,
+        description="When configure() runs in the main thread, install a SIGTERM handler that "
+        "flushes finished spans (at most 10 s) and then does what the previous handler did "
+        "(default: the process still dies of SIGTERM; a handler of yours still runs).",
+    )
     rewards: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-reward settings for `agent-rl score`, by reward name: parameters given to "

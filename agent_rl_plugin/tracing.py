@@ -13,13 +13,22 @@ Contract:
   the exporters inside our processor (flushing the old ones first) without touching the provider.
 * Nothing here ever raises into agent code after configuration: exporter failures are counted
   and logged once (see :mod:`agent_rl_plugin.store.exporter`).
-* Spans are flushed at interpreter exit.
+* Spans are flushed at interpreter exit, and on SIGTERM (``flush_on_sigterm``, on by default):
+  :func:`configure` called in the main thread installs a handler that exports and commits every
+  finished span (bounded by :data:`SIGTERM_FLUSH_TIMEOUT_S`) and then does what the handler it
+  replaced did: the default one (the process dies of SIGTERM, exit status -15), a Python
+  callable (called with the same arguments), or ``SIG_IGN`` (the signal stays ignored). It is
+  installed once however often :func:`configure` runs, never from another thread (skipped
+  silently), not over a handler Python cannot call back (one set outside Python), and
+  :func:`shutdown` puts the previous handler back (unless someone replaced ours meanwhile).
+  Spans still open when the signal arrives are not recorded.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import signal
 import threading
 from typing import Any, Callable
 
@@ -50,6 +59,9 @@ class _State:
         self.tracer: trace.Tracer | None = None
         self.exporters: dict[str, SpanExporter] = {}
         self.atexit_registered = False
+        self.sigterm_previous: Any = None  # the handler ours replaced, while ours is installed
+        self.sigterm_installed = False
+        self.sigterm_flushing = False
 
 
 STATE = _State()
@@ -130,6 +142,7 @@ def _apply(config: RLConfig) -> None:
     STATE.enabled = config.enable_rl
     if not config.enable_rl:
         _set_exporters({})
+        _restore_sigterm_handler()
         return
     if STATE.processor is None:
         STATE.processor = AgentRLSpanProcessor()
@@ -140,6 +153,10 @@ def _apply(config: RLConfig) -> None:
         atexit.register(_flush_at_exit)
         STATE.atexit_registered = True
     _set_exporters(_collect_exporters(config))
+    if config.flush_on_sigterm:
+        _install_sigterm_handler()
+    else:
+        _restore_sigterm_handler()
 
 
 def _provider_for(config: RLConfig) -> TracerProvider:
@@ -263,6 +280,7 @@ def shutdown() -> None:
         if STATE.processor is not None:
             STATE.processor.force_flush()
             _set_exporters({})
+        _restore_sigterm_handler()
         STATE.config = None
         STATE.enabled = True  # the next use configures afresh from the environment
 
@@ -272,6 +290,80 @@ def _flush_at_exit() -> None:
         shutdown()
     except Exception:  # pragma: no cover - interpreter is going away
         logger.warning("agent-rl: flush at exit failed", exc_info=True)
+
+
+# --- SIGTERM -----------------------------------------------------------------------------------
+#: Longest time the SIGTERM handler spends exporting and committing before it lets the signal
+#: take its course (the flush runs in a helper thread: a main thread interrupted while holding
+#: an exporter's lock cannot deadlock it).
+SIGTERM_FLUSH_TIMEOUT_S = 10.0
+
+
+def _install_sigterm_handler() -> None:
+    """Install :func:`_on_sigterm` once, from the main thread only (see the module contract)."""
+    if STATE.sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is None:  # set outside Python: we could not call it back, so leave it alone
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):  # not the main interpreter, no SIGTERM here
+        return
+    STATE.sigterm_previous = previous
+    STATE.sigterm_installed = True
+
+
+def _restore_sigterm_handler() -> None:
+    """Put back the handler ours replaced (unless ours was replaced since, or not main thread)."""
+    if not STATE.sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, STATE.sigterm_previous)
+    except (ValueError, OSError, TypeError):  # pragma: no cover - checked in the main thread
+        return
+    STATE.sigterm_installed = False
+    STATE.sigterm_previous = None
+
+
+def _flush_for_signal(timeout_s: float) -> None:
+    """Export and commit every finished span, waiting at most ``timeout_s``. Never raises."""
+    processor = STATE.processor
+    if processor is None or not STATE.exporters:
+        return
+
+    def work() -> None:
+        try:
+            processor.force_flush(int(timeout_s * 1000))
+        except Exception:
+            logger.warning("agent-rl: flush on SIGTERM failed", exc_info=True)
+
+    worker = threading.Thread(target=work, name="agent-rl flush on SIGTERM", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        logger.warning("agent-rl: SIGTERM: spans not all written after %.0f s; going on", timeout_s)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Flush, then behave as the handler we replaced: default (die of the signal), a callable
+    (call it), or ignore. A second SIGTERM during the flush skips straight to that."""
+    previous = STATE.sigterm_previous
+    if not STATE.sigterm_flushing:
+        STATE.sigterm_flushing = True
+        try:
+            _flush_for_signal(SIGTERM_FLUSH_TIMEOUT_S)
+        finally:
+            STATE.sigterm_flushing = False
+    if previous is signal.SIG_IGN:
+        return
+    if callable(previous):
+        previous(signum, frame)
+        return
+    # The default action: terminate with the signal, so the exit status still says SIGTERM.
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 def _version() -> str:

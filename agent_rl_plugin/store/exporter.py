@@ -16,7 +16,10 @@ Contract:
 * :attr:`stats` is a snapshot dict: ``spans_received``, ``spans_written``, ``spans_dropped``,
   ``rewards_written``, ``batches_written``, ``batches_failed``, ``pending``, ``last_error``.
 * Each kind of failure (open, locked, insert, row, convert, queue_full, a normaliser) is logged
-  once, as an error naming the database and the fix; repeats are logged at debug level.
+  once, as an error naming the database and the fix; repeats are logged at debug level. A disk
+  that cannot take the data (full: ENOSPC; a file-size limit: EFBIG; a quota: EDQUOT; a
+  read-only file system: EROFS) is named as such ("cannot write PATH: the disk is full ..."),
+  without a traceback; writing resumes by itself once there is room again.
 * An exporter not shut down by its owner is shut down at interpreter exit.
 * While alive, the exporter is registered so that :func:`~agent_rl_plugin.store.open_reader`
   in the same process reads through its connection.
@@ -25,6 +28,7 @@ Contract:
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import sys
@@ -43,6 +47,33 @@ from agent_rl_plugin.store.writer import ExportStats, StoreWriter
 logger = logging.getLogger("agent_rl_plugin.store")
 
 _live: "weakref.WeakSet[DuckDBSpanExporter]" = weakref.WeakSet()
+
+#: Storage failures, by errno and by how DuckDB and the OS word them: (meaning, fix).
+_STORAGE_PROBLEMS: tuple[tuple[int | None, str, str, str], ...] = (
+    (errno.ENOSPC, "no space left on device", "the disk is full (ENOSPC)",
+     "free space on that disk, or record into a database on another disk (configure(db=...))"),
+    (errno.EFBIG, "file too large", "the file size limit was reached (EFBIG: a full disk or ulimit -f)",
+     "free space or raise the limit (ulimit -f), or record into a database on another disk"),
+    (getattr(errno, "EDQUOT", None), "disk quota exceeded", "the disk quota is exceeded (EDQUOT)",
+     "free space within your quota, or record into a database on another disk"),
+    (errno.EROFS, "read-only file system", "the file system is read-only (EROFS)",
+     "record into a database in a writable folder (configure(db=...))"),
+)
+
+
+def storage_problem(exc: BaseException) -> tuple[str, str] | None:
+    """``(meaning, fix)`` when ``exc`` (or its cause) says the disk cannot take the data."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the error and its causes (bounded: a chain could loop)
+        if seen is None:
+            break
+        code = getattr(seen, "errno", None)
+        text = str(seen).lower()
+        for number, phrase, meaning, fix in _STORAGE_PROBLEMS:
+            if (number is not None and code == number) or phrase in text:
+                return meaning, fix
+        seen = seen.__cause__
+    return None
 
 
 def _shutdown_at_exit() -> None:
@@ -140,7 +171,11 @@ class DuckDBSpanExporter(SpanExporter):
     # --- failures -------------------------------------------------------------------------
     def _report(self, kind: str, exc: BaseException) -> None:
         message = str(exc) or type(exc).__name__
-        if not isinstance(exc, StoreError) and kind not in ("queue_full",):
+        problem = storage_problem(exc)
+        if problem is not None:
+            detail = message.strip().splitlines()[0]
+            message = f"cannot write {self.path}: {problem[0]} [{detail}]; fix: {problem[1]}"
+        elif not isinstance(exc, StoreError) and kind not in ("queue_full",):
             message = f"{type(exc).__name__}: {message}"
         self._stats.set_error(message)
         with self._logged_lock:
@@ -152,7 +187,7 @@ class DuckDBSpanExporter(SpanExporter):
                 "exporter.stats['spans_dropped']; the agent keeps running; shown once]",
                 message,
                 self.path,
-                exc_info=not isinstance(exc, (StoreError, OverflowError)),
+                exc_info=problem is None and not isinstance(exc, (StoreError, OverflowError)),
             )
         else:
             logger.debug("agent-rl: %s failed again: %s", kind, message)
