@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,10 @@ def _provider_for(config: RLConfig) -> TracerProvider:
     current = trace.get_tracer_provider()
     if hasattr(current, "add_span_processor"):
         return current  # the user's provider: add to it, never replace it
-    provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": config.service_name}),
+        id_generator=PrivateIdGenerator(),  # ids unaffected by random.seed() in the user's code
+    )
     trace.set_tracer_provider(provider)
     actual = trace.get_tracer_provider()
     # set_tracer_provider refuses to override a provider set concurrently; use whichever won.

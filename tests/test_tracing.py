@@ -97,6 +97,22 @@ def test_our_provider_becomes_global_when_none_is_set(tmp_path):
     assert rows == [("chat other-model",)]
 
 
+def test_ids_do_not_repeat_when_the_user_seeds_random(tmp_path):
+    """RL scripts seed the global ``random``: rollout, trace and span ids must still be fresh."""
+    script = """
+        import random
+        random.seed(42)
+        import agent_rl_plugin as arl
+        arl.configure(db=None)
+        with arl.rollout(task_id="t") as info:
+            from opentelemetry import trace
+            context = trace.get_current_span().get_span_context()
+            print(info.rollout_id, f"{context.trace_id:032x}", f"{context.span_id:016x}")
+        """
+    first, second = (run_python(script, tmp_path).stdout.split() for _ in range(2))
+    assert len(first) == 3 and all(a != b for a, b in zip(first, second))
+
+
 def test_spans_are_flushed_at_interpreter_exit(tmp_path):
     result = run_python(
         """

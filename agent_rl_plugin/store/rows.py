@@ -288,10 +288,10 @@ class SpanConverter:
         try:
             table = rows_to_table(rows)
         except (UnicodeError, pa.ArrowException) as exc:  # e.g. lone surrogates from os.fsdecode
-            if self.on_error is not None:
-                self.on_error("encode", exc)
-            table, dropped = _table_row_by_row(rows)
+            table, dropped = _table_row_by_row(rows)  # repairs text; drops only rows it cannot
             failed += dropped
+            if dropped and self.on_error is not None:
+                self.on_error("encode", exc)
             if dropped:
                 kept = set(zip(table["trace_id"].to_pylist(), table["span_id"].to_pylist()))
                 rewards = [r for r in rewards if (r["trace_id"], r["span_id"]) in kept]
