@@ -3,10 +3,17 @@
 Registers an ``OTLPSpanExporter`` (protobuf over HTTP) as exporter ``otlp`` when
 ``config.otlp_endpoint`` is set (``configure(otlp_endpoint="http://127.0.0.1:4318/v1/traces")``
 or ``AGENT_RL_OTLP_ENDPOINT``). A bare ``http://host:port`` gets ``/v1/traces`` appended.
+
+Without it, the standard OpenTelemetry variables are honoured, as every OTel SDK does:
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (the full URL, used as given) or
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` is appended), with
+``OTEL_EXPORTER_OTLP_HEADERS`` / ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` read by the exporter
+itself. ``AGENT_RL_OTLP_ENDPOINT`` / ``otlp_endpoint`` win over them.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -27,13 +34,26 @@ def traces_url(endpoint: str) -> str:
     return stripped + TRACES_PATH if "/" not in rest else stripped
 
 
+def endpoint_for(config: RLConfig) -> str | None:
+    """The traces URL to export to: ``config.otlp_endpoint``, else the standard OTel variables
+    (see the module doc), else ``None`` (no OTLP export)."""
+    if config.otlp_endpoint:
+        return traces_url(config.otlp_endpoint)
+    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if base:
+        return base.rstrip("/") + TRACES_PATH
+    return None
+
+
 @hookimpl
 def agent_rl_register_exporters(register: Callable[[str, SpanExporter], None], config: RLConfig) -> None:
-    if not config.otlp_endpoint:
+    endpoint = endpoint_for(config)
+    if not endpoint:
         return
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    register(
-        "otlp",
-        OTLPSpanExporter(endpoint=traces_url(config.otlp_endpoint), headers=dict(config.otlp_headers)),
-    )
+    # headers=None lets the exporter read OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
+    register("otlp", OTLPSpanExporter(endpoint=endpoint, headers=dict(config.otlp_headers) or None))

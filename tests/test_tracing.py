@@ -136,10 +136,12 @@ def test_spans_are_flushed_at_interpreter_exit(tmp_path):
 
 class _OtlpSink(http.server.BaseHTTPRequestHandler):
     received: list[tuple[str, str, bytes]] = []
+    authorization: list[str | None] = []
 
     def do_POST(self):  # noqa: N802 - http.server naming
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.received.append((self.path, self.headers["Content-Type"], body))
+        self.authorization.append(self.headers.get("Authorization"))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -177,6 +179,37 @@ def _stored_input(span_exporter) -> str:
     arl.flush()
     (span,) = span_exporter.get_finished_spans()
     return span.attributes.get("agent_rl.input", "")
+
+
+def test_the_standard_otel_endpoint_variable_is_honoured(plugin_manager, monkeypatch):
+    """OTEL_EXPORTER_OTLP_ENDPOINT (a base URL) works like otlp_endpoint, headers from the OTel
+    variable too; an explicit otlp_endpoint wins."""
+    from agent_rl_plugin.config import RLConfig
+    from agent_rl_plugin.otlp_plugin import endpoint_for
+
+    _OtlpSink.received.clear()
+    _OtlpSink.authorization.clear()
+    server = http.server.HTTPServer(("127.0.0.1", 0), _OtlpSink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20t0ken")
+    try:
+        arl.configure(db_path=None, export_delay_ms=50)
+
+        @arl.trace_agent(name="remote")
+        def remote():
+            return "hi"
+
+        remote()
+        assert arl.flush()
+    finally:
+        server.shutdown()
+    assert [path for path, _, _ in _OtlpSink.received] and all(p == "/v1/traces" for p, _, _ in _OtlpSink.received)
+    assert set(_OtlpSink.authorization) == {"Bearer t0ken"}
+    assert endpoint_for(RLConfig(otlp_endpoint="http://other:4318")) == "http://other:4318/v1/traces"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:9999/custom")
+    assert endpoint_for(RLConfig()) == "http://traces:9999/custom"
 
 
 def test_secrets_are_redacted_by_default(span_exporter):
