@@ -140,3 +140,34 @@ def test_clear_errors(scored, tiny, tmp_path, capsys):
                             "--where", "task_id = 'none'", *out)
     assert code == 1 and "no rollouts match" in err
     assert runs(scored) == []
+
+
+def test_training_while_agent_rl_serve_holds_the_store(scored, tiny, tmp_path, capsys):
+    """The dataset comes from a snapshot the receiver writes; the run trains and says plainly that
+    it could not be recorded (the receiver is the file's only writer)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agent_rl_plugin.receiver import find_receiver
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_rl_plugin", "serve", "--db", str(scored), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (find_receiver(scored) or {}).get("pid") != server.pid:
+            assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+            time.sleep(0.05)
+        code, out, err = agent_rl(capsys, "train", "gigpo", "--model", tiny, "--db", str(scored), *SMALL,
+                                  "--out", str(tmp_path / "held"), "--json")
+        assert code == 0, err
+        summary = json.loads(out)
+        assert summary["steps"] == 3 and summary["run_id"] is None
+        assert "not recorded" in err and "adapter" in err
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert runs(scored) == []

@@ -173,9 +173,7 @@ def train_recorded(
         try:
             record_training_run(record_db, None, recorded_config, dataset_sql, method=method, status="error",
                                 error=message, started_at=started_at, n_rows=n_rows)
-        except Exception as exc:  # e.g. another process still reads the file: report the training error
-            if not is_distributed():
-                raise
+        except Exception as exc:  # e.g. a receiver holds the file: report the training error itself
             err_console.print(f"warning: the failed run was not recorded: {exc}", markup=False, highlight=False)
 
     try:
@@ -187,8 +185,18 @@ def train_recorded(
     except OSError as exc:
         failed(str(exc))
         raise UserError(f"cannot load or save the model: {exc}", "check --model and --out") from None
-    run_id = (record_training_run(record_db, result, recorded_config, dataset_sql, method=method, started_at=started_at)
-              if record_db else None)
+    run_id = None
+    if record_db:
+        from agent_rl_plugin.store.errors import StoreError
+
+        try:
+            run_id = record_training_run(record_db, result, recorded_config, dataset_sql, method=method,
+                                         started_at=started_at)
+        except StoreError as exc:  # the adapter is saved; only the record is missing
+            err_console.print(
+                f"warning: the run was trained (adapter {result.adapter_path}) but not recorded in {record_db}: "
+                f"{exc}", markup=False, highlight=False, soft_wrap=True,
+            )
     return result, run_id
 
 
