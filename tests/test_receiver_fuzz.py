@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -56,6 +56,7 @@ def test_random_bytes_decode_or_fail_cleanly(body):
 
 @SETTINGS
 @given(st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(0, 255)), min_size=1, max_size=8))
+@example(flips=[(627, 128)])  # found in CI: a start time beyond int64 made Arrow raise OverflowError
 def test_mutated_protobuf_decodes_or_fails_cleanly(flips):
     body = bytearray(VALID)
     for position, value in flips:

@@ -287,7 +287,7 @@ class SpanConverter:
                     self.on_error("convert", exc)
         try:
             table = rows_to_table(rows)
-        except (UnicodeError, pa.ArrowException) as exc:  # e.g. lone surrogates from os.fsdecode
+        except _CONVERT_ERRORS as exc:  # e.g. lone surrogates from os.fsdecode, a time beyond int64
             table, dropped = _table_row_by_row(rows)  # repairs text; drops only rows it cannot
             failed += dropped
             if dropped and self.on_error is not None:
@@ -345,6 +345,10 @@ def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
     )
 
 
+#: What Arrow raises for a row it cannot hold (bad text, an integer beyond int64, a wrong type).
+_CONVERT_ERRORS = (UnicodeError, OverflowError, ValueError, TypeError, pa.ArrowException)
+
+
 def _table_row_by_row(rows: list[tuple[Any, ...]]) -> tuple[pa.Table, int]:
     """Fallback when the batch does not convert: clean the rows that fail; drop what still fails."""
     kept: list[tuple[Any, ...]] = []
@@ -352,11 +356,11 @@ def _table_row_by_row(rows: list[tuple[Any, ...]]) -> tuple[pa.Table, int]:
     for row in rows:
         try:
             rows_to_table([row])
-        except (UnicodeError, pa.ArrowException):
+        except _CONVERT_ERRORS:
             row = tuple(clean_text(v) for v in row)
             try:
                 rows_to_table([row])
-            except (UnicodeError, pa.ArrowException):
+            except _CONVERT_ERRORS:
                 dropped += 1
                 continue
         kept.append(row)
