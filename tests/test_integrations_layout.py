@@ -1,0 +1,66 @@
+"""Every integration package under integrations/ has the shape docs/integrations/README.md
+describes (checked without importing any framework)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+INTEGRATIONS = ROOT / "integrations"
+DOCS = ROOT / "docs" / "integrations"
+PROJECTS = sorted(INTEGRATIONS.glob("*/pyproject.toml"))
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_there_are_integrations():
+    assert PROJECTS, "integrations/*/pyproject.toml: none found"
+
+
+@pytest.mark.parametrize("pyproject", PROJECTS, ids=lambda p: p.parent.name)
+def test_integration_layout(pyproject: Path):
+    name = pyproject.parent.name
+    project = tomllib.loads(pyproject.read_text())["project"]
+    assert project["name"] == f"agent-rl-{name}"
+    dependencies = {_requirement_name(r) for r in project.get("dependencies", [])}
+    assert "agent-rl-plugin" in dependencies
+    assert len(dependencies) >= 2, "an integration depends on its framework too"
+    entry_points = project.get("entry-points", {}).get("agent_rl_plugin", {})
+    assert entry_points, "declares an entry point in group agent_rl_plugin"
+    for target in entry_points.values():
+        module = target.split(":")[0]
+        assert (pyproject.parent / "src" / Path(*module.split("."))).with_suffix(".py").exists() or (
+            pyproject.parent / "src" / Path(*module.split(".")) / "__init__.py"
+        ).exists(), f"entry point target {target} not found under src/"
+    assert "test" in project.get("optional-dependencies", {}), "a [test] extra for integrations/run.py"
+    tests = pyproject.parent / "tests"
+    assert tests.is_dir() and any(tests.glob("test_*.py"))
+    page = DOCS / f"{name}.md"
+    assert page.exists(), f"docs/integrations/{name}.md"
+    assert f"({name}.md)" in (DOCS / "README.md").read_text(), "listed in docs/integrations/README.md"
+
+
+def test_runner_lists_every_integration():
+    out = subprocess.run([sys.executable, str(INTEGRATIONS / "run.py"), "--list"], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [p.parent.name for p in PROJECTS]
+
+
+def test_runner_rejects_unknown_names():
+    out = subprocess.run([sys.executable, str(INTEGRATIONS / "run.py"), "no-such-framework"], capture_output=True, text=True)
+    assert out.returncode == 2 and "unknown integration" in out.stderr
+
+
+def test_venvs_are_ignored():
+    assert "integrations/.venvs/" in (ROOT / ".gitignore").read_text().splitlines()
