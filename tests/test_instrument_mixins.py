@@ -142,6 +142,38 @@ def test_enable_rl_false_instance_is_not_recorded(span_exporter) -> None:
     assert [s.attributes.get(sc.GEN_AI_AGENT_ID) for s in finished(span_exporter)] == [None, "l"]
 
 
+def test_enable_rl_false_covers_what_its_generators_call(span_exporter) -> None:
+    """Recording is off inside the (async) generators of a disabled instance too, around every
+    resume: their tool calls and record_* calls leave no span; an enabled twin records them."""
+
+    class Streaming(arl.RLAgentMixin):
+        rl_tool_methods = ("search",)
+
+        def search(self, query: str) -> str:
+            return query.upper()
+
+        async def chat(self, messages: list[dict]):
+            for message in messages:
+                await asyncio.sleep(0)
+                arl.record_llm_call(model="m", input_messages=[message], output_text="ok")
+                yield self.search(message["content"])
+
+        def steps(self, words: list[str]):
+            for word in words:
+                yield self.search(word)
+
+    async def drain(agent):
+        return [chunk async for chunk in agent.chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])]
+
+    quiet = Streaming(enable_rl=False)
+    assert asyncio.run(drain(quiet)) == ["A", "B"]
+    assert list(quiet.steps(["x", "y"])) == ["X", "Y"]
+    assert finished(span_exporter) == []
+    assert asyncio.run(drain(Streaming())) == ["A", "B"]
+    names = sorted(span.name for span in finished(span_exporter))
+    assert names.count("execute_tool search") == 2 and any(name.startswith("chat") for name in names)
+
+
 def test_enable_rl_false_instance_may_emit_rewards(span_exporter) -> None:
     class Rewarding(arl.RLAgentMixin):
         def run(self) -> str:

@@ -150,10 +150,12 @@ def test_record_llm_call_shape(span_exporter) -> None:
             finish_reason="tool_calls",
             tool_calls=[{"id": "c1", "name": "calc", "arguments": {"x": 2}}],
             duration_s=0.25,
+            agent_id="agent_a",
             temperature=0.1,
         )
     spans = by_name(span_exporter)
     span = spans["chat gpt-4o-mini"]
+    assert span.attributes[sc.GEN_AI_AGENT_ID] == "agent_a"
     assert span.context.span_id == context.span_id
     assert span.parent.span_id == spans["rollout t"].context.span_id
     attributes = span.attributes

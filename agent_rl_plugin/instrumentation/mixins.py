@@ -18,7 +18,7 @@ Contract:
 * ``__init__`` accepts two optional keyword arguments and removes them before calling the next
   ``__init__`` in the MRO, so bases that do not know them keep working:
   ``enable_rl=False`` makes this instance's calls (and everything recorded inside its sync and
-  async calls) pass straight through; ``rl_config=RLConfig(...)`` calls
+  async calls and while its generators and async generators run) pass straight through; ``rl_config=RLConfig(...)`` calls
   :func:`agent_rl_plugin.tracing.configure` with it. That configuration is **process-wide**,
   not per instance.
 * The orchestrator's spans carry ``agent_rl.agent.role="orchestrator"``. Its run is the rollout

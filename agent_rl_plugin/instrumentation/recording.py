@@ -53,6 +53,7 @@ from agent_rl_plugin.semconv import (
     EVENT_ROUND,
     EVENT_TARGET,
     EVENT_TYPE,
+    GEN_AI_AGENT_ID,
     GEN_AI_EVALUATION_EXPLANATION,
     GEN_AI_EVALUATION_NAME,
     GEN_AI_EVALUATION_SCORE_VALUE,
@@ -180,9 +181,13 @@ def record_llm_call(
     end_time: TimeLike = None,
     duration_s: float | None = None,
     error: BaseException | str | None = None,
+    agent_id: str | None = None,
     **attributes: Any,
 ) -> SpanContext | None:
     """Record one LLM call made outside a traced client, as a finished ``chat {model}`` span.
+
+    ``agent_id``: the agent that made the call (``gen_ai.agent.id``), for multi-agent systems
+    whose agents share one rollout.
 
     ``input_messages``: a list of messages, or a str (one user message). ``output``: a str (one
     assistant message, ``tool_calls`` added to it), a message dict or a list of messages.
@@ -199,6 +204,8 @@ def record_llm_call(
         }
         if provider is not None:
             attrs[GEN_AI_PROVIDER_NAME] = str(provider)
+        if agent_id is not None:
+            attrs[GEN_AI_AGENT_ID] = str(agent_id)
         if input_tokens is not None:
             attrs[GEN_AI_USAGE_INPUT_TOKENS] = int(input_tokens)
         if output_tokens is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
-from agent_rl_plugin.instrumentation.calls import CallRecord
+from agent_rl_plugin.instrumentation.calls import CallRecord, suppress, unsuppress
 from agent_rl_plugin.instrumentation.spans import log_failure
 
 _PROXY_SLOTS = ("_inner", "_record")
@@ -202,3 +202,84 @@ class AsyncGeneratorProxy(_ProxyBase, AsyncGenerator):  # type: ignore[misc]
             record.finish(outcome="collected")
         finally:
             record.deactivate(tokens)
+
+
+class SuppressedGenerator(Generator):  # type: ignore[misc]
+    """The generator of an ``enable_rl=False`` instance: nothing is recorded while it runs
+    (recording is switched off around each resume, as for its sync and async calls)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Generator[Any, Any, Any]) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> "SuppressedGenerator":
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        token = suppress()
+        try:
+            return self._inner.send(value)
+        finally:
+            unsuppress(token)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        token = suppress()
+        try:
+            return self._inner.throw(typ, val, tb) if val is not None or tb is not None else self._inner.throw(typ)
+        finally:
+            unsuppress(token)
+
+    def close(self) -> None:
+        token = suppress()
+        try:
+            self._inner.close()
+        finally:
+            unsuppress(token)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class SuppressedAsyncGenerator(AsyncGenerator):  # type: ignore[misc]
+    """The async generator of an ``enable_rl=False`` instance (see :class:`SuppressedGenerator`)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: AsyncGenerator[Any, Any]) -> None:
+        self._inner = inner
+
+    def __aiter__(self) -> "SuppressedAsyncGenerator":
+        return self
+
+    def __anext__(self) -> Any:
+        return self.asend(None)
+
+    async def asend(self, value: Any) -> Any:
+        token = suppress()
+        try:
+            return await self._inner.asend(value)
+        finally:
+            unsuppress(token)
+
+    async def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        token = suppress()
+        try:
+            if val is None and tb is None:
+                return await self._inner.athrow(typ)
+            return await self._inner.athrow(typ, val, tb)
+        finally:
+            unsuppress(token)
+
+    async def aclose(self) -> None:
+        token = suppress()
+        try:
+            await self._inner.aclose()
+        finally:
+            unsuppress(token)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

@@ -37,7 +37,12 @@ from agent_rl_plugin.instrumentation.calls import (
     suppress,
     unsuppress,
 )
-from agent_rl_plugin.instrumentation.streams import AsyncGeneratorProxy, GeneratorProxy
+from agent_rl_plugin.instrumentation.streams import (
+    AsyncGeneratorProxy,
+    GeneratorProxy,
+    SuppressedAsyncGenerator,
+    SuppressedGenerator,
+)
 
 #: Attribute set on every wrapper we create; its value is the :class:`WrapSpec`.
 WRAPPED_MARK = "__agent_rl_wrapped__"
@@ -226,6 +231,8 @@ class StreamFunction:
             return func(*args, **kwargs)
         record = start_call(self._spec, args, kwargs)
         if record is None:
+            if _suppressing(self._spec, args):
+                return _suppressed_stream(_call_through(func, self._spec, args, kwargs))
             return func(*args, **kwargs)
         tokens = record.activate()
         try:
@@ -285,6 +292,15 @@ def _call_through(func: Callable[..., Any], spec: WrapSpec, args: Any, kwargs: A
         return func(*args, **kwargs)
     finally:
         unsuppress(token)
+
+
+def _suppressed_stream(result: Any) -> Any:
+    """The generator of a disabled instance, with recording off around each resume."""
+    if isinstance(result, types.GeneratorType):
+        return SuppressedGenerator(result)
+    if isinstance(result, types.AsyncGeneratorType):
+        return SuppressedAsyncGenerator(result)
+    return result
 
 
 async def _await_suppressed(coro: Coroutine[Any, Any, Any]) -> Any:
