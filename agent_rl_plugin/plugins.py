@@ -52,6 +52,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "cli_export": "agent_rl_plugin.cli.export",
     "cli_serve": "agent_rl_plugin.cli.serve",
     "cli_ingest": "agent_rl_plugin.cli.ingest",
+    "cli_report": "agent_rl_plugin.cli.report",
 }
 
 _lock = threading.Lock()
