@@ -31,9 +31,10 @@ def test_there_are_integrations():
 
 @pytest.mark.parametrize("pyproject", PROJECTS, ids=lambda p: p.parent.name)
 def test_integration_layout(pyproject: Path):
-    name = pyproject.parent.name
+    name = pyproject.parent.name  # a Python-friendly directory name, e.g. pydantic_ai
+    dashed = name.replace("_", "-")  # the distribution and page names, e.g. pydantic-ai
     project = tomllib.loads(pyproject.read_text())["project"]
-    assert project["name"] == f"agent-rl-{name}"
+    assert re.sub(r"[-_.]+", "-", project["name"].lower()) == f"agent-rl-{dashed}"
     dependencies = {_requirement_name(r) for r in project.get("dependencies", [])}
     assert "agent-rl-plugin" in dependencies
     assert len(dependencies) >= 2, "an integration depends on its framework too"
@@ -47,9 +48,9 @@ def test_integration_layout(pyproject: Path):
     assert "test" in project.get("optional-dependencies", {}), "a [test] extra for integrations/run.py"
     tests = pyproject.parent / "tests"
     assert tests.is_dir() and any(tests.glob("test_*.py"))
-    page = DOCS / f"{name}.md"
-    assert page.exists(), f"docs/integrations/{name}.md"
-    assert f"({name}.md)" in (DOCS / "README.md").read_text(), "listed in docs/integrations/README.md"
+    page = DOCS / f"{dashed}.md"
+    assert page.exists(), f"docs/integrations/{dashed}.md"
+    assert f"({dashed}.md)" in (DOCS / "README.md").read_text(), "listed in docs/integrations/README.md"
 
 
 def test_runner_lists_every_integration():
