@@ -1,0 +1,66 @@
+"""Fixtures: each test records into its own DuckDB file with a fresh plugin manager; the SDK's
+tracing keeps only the processors a test installs (nothing is exported to OpenAI; no API key)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")
+os.environ.pop("OPENAI_API_KEY", None)
+os.environ.pop("OPENAI_AGENTS_DISABLE_TRACING", None)
+
+from agents.tracing import set_trace_processors, set_tracing_disabled  # noqa: E402
+
+import agent_rl_openai_agents as arl_oa  # noqa: E402
+from agent_rl_plugin import flush, plugins, tracing  # noqa: E402
+from agent_rl_plugin.store.connection import open_reader  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("AGENT_RL_") and name != "AGENT_RL_DISABLE_PLUGIN_AUTOLOAD":
+            monkeypatch.delenv(name)
+    pm = plugins.new_plugin_manager(load_entry_points=False)
+    plugins.set_plugin_manager(pm)
+    set_tracing_disabled(False)
+    set_trace_processors([])  # no OpenAI exporter (and its background thread) in tests
+    yield
+    arl_oa.uninstrument()
+    set_trace_processors([])
+    tracing.shutdown()
+    plugins.set_plugin_manager(None)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "agent_rl.duckdb"
+
+
+class Store:
+    """Query the test's database through the views (flushes first)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        assert flush()
+        con = open_reader(self.path)
+        try:
+            cursor = con.execute(sql, list(params))
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+        finally:
+            con.close()
+
+
+@pytest.fixture
+def store(db_path: Path) -> Store:
+    return Store(db_path)
