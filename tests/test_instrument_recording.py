@@ -223,6 +223,12 @@ def test_record_tool_call_shape(span_exporter) -> None:
     assert len(failed.attributes[sc.GEN_AI_TOOL_CALL_ID]) == 32
 
 
+def test_record_tool_call_extra_attributes_never_replace_its_own(span_exporter) -> None:
+    arl.record_tool_call("search", {"q": "x"}, "hit", call_id="c-1", source="mcp", **{sc.GEN_AI_TOOL_NAME: "other"})
+    (span,) = finished(span_exporter)
+    assert span.attributes["source"] == "mcp" and span.attributes[sc.GEN_AI_TOOL_NAME] == "search"
+
+
 def test_capture_content_off_keeps_only_metadata(plugin_manager, span_exporter) -> None:
     arl.configure(db_path=None, export_delay_ms=50, capture_content=False)
     arl.record_llm_call("m", "secret prompt", "secret answer", input_tokens=3)

@@ -240,11 +240,13 @@ def record_tool_call(
     start_time: TimeLike = None,
     end_time: TimeLike = None,
     duration_s: float | None = None,
+    **attributes: Any,
 ) -> SpanContext | None:
     """Record one tool execution as a finished ``execute_tool {name}`` span.
 
     ``error`` (an exception or a message) marks it failed. ``call_id`` defaults to a new
-    new 32-hex id. Times as in :func:`record_llm_call`.
+    32-hex id. Times as in :func:`record_llm_call`. Extra keyword ``attributes`` are stored as
+    span attributes (they never replace the tool's own name, id, arguments or result).
     """
     if not _recording():
         return None
@@ -260,6 +262,10 @@ def record_tool_call(
                 attrs[GEN_AI_TOOL_CALL_ARGUMENTS] = to_json_text(arguments)
             if result is not None:
                 attrs[GEN_AI_TOOL_CALL_RESULT] = to_json_text(result)
+        size = max_size()
+        for key, value in attributes.items():
+            if value is not None and key not in attrs:
+                attrs[key] = to_attribute_value(value, size)
         start_ns, end_ns = _times(start_time, end_time, duration_s)
         return _finished_span(f"{OP_EXECUTE_TOOL} {name}", attrs, start_ns, end_ns, error)
     except Exception:
