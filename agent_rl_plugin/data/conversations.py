@@ -3,7 +3,10 @@
 Rules (documented in ``docs/datasets.md``):
 
 * The conversation is the **last LLM call's** input messages followed by its output messages
-  (a well-behaved agent sends the whole history on every call).
+  (a well-behaved agent sends the whole history on every call), preceded by a ``system``
+  message holding its ``gen_ai.system_instructions`` when the input messages have none
+  (:func:`~agent_rl_plugin.data.sql.with_system_sql`; earlier calls are read the same way
+  for the repair).
 * **Repair**: some agents do not put their own earlier turns back into the history (the tool
   results are there, the assistant messages that asked for them are not). When the last input
   holds fewer assistant messages than there were earlier calls, each earlier call that saw
@@ -40,7 +43,9 @@ from agent_rl_plugin.data.sql import (
     messages_sql,
     plain_parse_sql,
     registered,
+    system_text_sql,
     text_of_sql,
+    with_system_sql,
 )
 from agent_rl_plugin.store.views import AGENT_CONDITION
 
@@ -61,7 +66,10 @@ def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
     """Each rollout's number of LLM calls and its last call's input and output messages (the
     last by start time, ties going to the row written last; without rowid, to the larger span
     id). ``selected=None``: every rollout (spans of other rollouts are dropped later)."""
-    paths = f"['$.\"{sc.GEN_AI_INPUT_MESSAGES}\"', '$.\"{sc.GEN_AI_OUTPUT_MESSAGES}\"']"
+    paths = (
+        f"['$.\"{sc.GEN_AI_INPUT_MESSAGES}\"', '$.\"{sc.GEN_AI_OUTPUT_MESSAGES}\"', "
+        f"'$.\"{sc.GEN_AI_SYSTEM_INSTRUCTIONS}\"']"
+    )
     if use_rowid:
         key, order, join = "rowid", "(CAST(start_unix_nano AS HUGEINT) << 48) + rowid", "sp.rowid = c.last_key"
     else:
@@ -80,16 +88,20 @@ def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
                json_extract_string(sp.attributes, {paths}) AS io
         FROM calls c JOIN spans sp ON {join}
     )
-    SELECT rollout_id, n_calls, last_span,
-           {finish_messages_sql('p_in', 'io[1]')} AS base, {finish_messages_sql('p_out', 'io[2]')} AS out
-    FROM (SELECT *, {plain_parse_sql('io[1]')} AS p_in, {plain_parse_sql('io[2]')} AS p_out FROM texts)
+    SELECT rollout_id, n_calls, last_span, {with_system_sql('seen', 'instructions')} AS base, out
+    FROM (
+        SELECT rollout_id, n_calls, last_span, {system_text_sql('io[3]')} AS instructions,
+               {finish_messages_sql('p_in', 'io[1]')} AS seen, {finish_messages_sql('p_out', 'io[2]')} AS out
+        FROM (SELECT *, {plain_parse_sql('io[1]')} AS p_in, {plain_parse_sql('io[2]')} AS p_out FROM texts)
+    )
     """
 
 
 def last_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) -> pa.Table:
     """``rollout_id, n_calls, last_span, base, out`` for the rollouts of ``selected`` (every
     rollout when ``None``) with LLM calls (``base``/``out``: the last call's normalised input
-    and output messages)."""
+    messages, after a ``system`` message from its instructions (:func:`with_system_sql`), and
+    output messages)."""
     try:
         return arrow(connection, _last_calls_sql(selected, use_rowid=True))
     except duckdb.BinderException:  # spans is not a base table (a view over files): no rowid
@@ -101,16 +113,22 @@ def repair_sql(suspects: str) -> str:
     registered table ``suspects`` (rollout_id, last_span, base, out); see the module docstring."""
     llm_in = attr(sc.GEN_AI_INPUT_MESSAGES, "sp.attributes")
     llm_out = attr(sc.GEN_AI_OUTPUT_MESSAGES, "sp.attributes")
+    llm_system = attr(sc.GEN_AI_SYSTEM_INSTRUCTIONS, "sp.attributes")
     return f"""
     WITH earlier_text AS (
-        SELECT sp.rollout_id, sp.span_id, sp.start_unix_nano, {llm_in} AS seen_text, {llm_out} AS msgs_text
+        SELECT sp.rollout_id, sp.span_id, sp.start_unix_nano, {llm_in} AS seen_text, {llm_out} AS msgs_text,
+               {llm_system} AS system_text
         FROM spans sp JOIN {suspects} s ON s.rollout_id = sp.rollout_id
         WHERE {LLM_WHERE} AND sp.span_id <> s.last_span
     ),
-    earlier AS (
-        SELECT rollout_id, span_id, start_unix_nano,
-               {messages_sql('seen_text')} AS seen, {messages_sql('msgs_text')} AS msgs
+    earlier_raw AS (
+        SELECT rollout_id, span_id, start_unix_nano, {system_text_sql('system_text')} AS instructions,
+               {messages_sql('seen_text')} AS seen_raw, {messages_sql('msgs_text')} AS msgs
         FROM earlier_text
+    ),
+    earlier AS (
+        SELECT rollout_id, span_id, start_unix_nano, {with_system_sql('seen_raw', 'instructions')} AS seen, msgs
+        FROM earlier_raw
     ),
     inserts AS (
         SELECT e.rollout_id, len(e.seen) AS pos, e.msgs

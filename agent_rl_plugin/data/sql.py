@@ -11,8 +11,12 @@ parts; any other JSON value its JSON text); ``tool_calls`` is ``NULL`` when the 
 and ``arguments`` is JSON text (what chat templates and the OpenAI API expect). Both the
 OpenAI-style form (``{"role", "content", "tool_calls": [{"id", "name", "arguments"}]}`` or
 ``{"function": {"name", "arguments"}}``) and the GenAI ``parts`` form (``text``, ``tool_call``,
-``tool_call_response`` parts) are read. Messages that are not valid JSON (a value cut at the
-attribute size limit) read as an empty list.
+``tool_call_response`` parts) are read. A message holding ``tool_call_response`` parts gives one
+``tool`` message per part, in order (``tool_call_id`` the part's ``id``, ``content`` its
+``response``, else ``result`` as pydantic-ai writes it), then a message of its own role with its
+other parts when they hold text or tool calls. Messages that are not valid JSON (a value cut at
+the attribute size limit) read as an empty list. :func:`with_system_sql` puts the
+``gen_ai.system_instructions`` (:func:`system_text_sql`) in front as a ``system`` message.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ _TOOL_CALL = (
     "struct_pack(id := arl_t.id, type := 'function', function := struct_pack("
     "name := coalesce(arl_t.function.name, arl_t.name, ''), arguments := coalesce(arl_t.function.arguments, arl_t.arguments, '{}')))"
 )
+#: SQL type of a normalised message's ``tool_calls``.
+TOOL_CALLS_TYPE = "STRUCT(id VARCHAR, type VARCHAR, function STRUCT(name VARCHAR, arguments VARCHAR))[]"
 # A GenAI ``tool_call`` part (JSON).
 _PART_CALL = (
     "struct_pack(id := arl_p->>'id', type := 'function', function := struct_pack("
@@ -61,12 +67,16 @@ def attr(key: str, column: str = "attributes") -> str:
 
 
 def _full_messages_sql(expr: str) -> str:
-    """Every form of message (parts, content lists...): see :func:`messages_sql`."""
+    """Every form of message (parts, content lists...): see :func:`messages_sql`.
+
+    A message holding GenAI ``tool_call_response`` parts becomes one ``tool`` message per part,
+    in order (OpenAI style: ``tool_call_id``, ``content`` = the part's ``response``, else its
+    ``result`` as pydantic-ai writes it), followed by a message of its own role with its other
+    content (text parts, tool calls) when it has any."""
     text_part = "coalesce(arl_p->>'text', arl_p->>'content')"
     parts_text = (
-        "nullif(array_to_string(list_filter(list_transform(arl_m.parts, lambda arl_p: CASE arl_p->>'type' "
-        "WHEN 'text' THEN arl_p->>'content' WHEN 'tool_call_response' THEN arl_p->>'response' END), "
-        "lambda arl_s: arl_s IS NOT NULL), ''), '')"
+        "nullif(array_to_string(list_filter(list_transform(arl_m.parts, lambda arl_p: CASE WHEN arl_p->>'type' = 'text' "
+        "THEN arl_p->>'content' END), lambda arl_s: arl_s IS NOT NULL), ''), '')"
     )
     content = (
         "coalesce(CASE json_type(arl_m.content) WHEN 'VARCHAR' THEN arl_m.content->>'$' WHEN 'NULL' THEN NULL "
@@ -79,14 +89,63 @@ def _full_messages_sql(expr: str) -> str:
         f"CASE WHEN len(arl_m.tool_calls) > 0 THEN list_transform(arl_m.tool_calls, lambda arl_t: {_TOOL_CALL}) "
         f"WHEN len(arl_m.parts) > 0 AND len({part_calls}) > 0 THEN list_transform({part_calls}, lambda arl_p: {_PART_CALL}) END"
     )
-    tool_call_id = (
-        "coalesce(arl_m.tool_call_id, CASE WHEN len(arl_m.parts) > 0 THEN "
-        "list_filter(arl_m.parts, lambda arl_p: arl_p->>'type' = 'tool_call_response')[1]->>'id' END)"
+    own = (
+        f"struct_pack(role := coalesce(arl_m.role, 'user'), content := {content}, tool_calls := {tool_calls}, "
+        "tool_call_id := arl_m.tool_call_id, name := arl_m.name)"
+    )
+    responses = "list_filter(arl_m.parts, lambda arl_p: arl_p->>'type' = 'tool_call_response')"
+    results = (
+        f"list_transform({responses}, lambda arl_r: struct_pack(role := 'tool', "
+        "content := coalesce(arl_r->>'response', arl_r->>'result', ''), "
+        f"tool_calls := CAST(NULL AS {TOOL_CALLS_TYPE}), tool_call_id := coalesce(arl_r->>'id', arl_m.tool_call_id), "
+        "name := arl_m.name))"
+    )
+    has_own = f"({content} <> '' OR len({tool_calls}) > 0)"
+    expanded = (
+        f"CASE WHEN len(arl_m.parts) > 0 AND len({responses}) > 0 THEN "
+        f"CASE WHEN {has_own} THEN list_append({results}, {own}) ELSE {results} END ELSE [{own}] END"
     )
     return (
-        f"coalesce(list_transform(try(from_json({expr}, '{_MESSAGE_SCHEMA}')), lambda arl_m: struct_pack("
-        f"role := coalesce(arl_m.role, 'user'), content := {content}, tool_calls := {tool_calls}, "
-        f"tool_call_id := {tool_call_id}, name := arl_m.name)), [])"
+        f"coalesce(flatten(list_transform(try(from_json({expr}, '{_MESSAGE_SCHEMA}')), lambda arl_m: {expanded})), [])"
+    )
+
+
+def system_text_sql(expr: str) -> str:
+    """SQL for the text of ``gen_ai.system_instructions`` held in ``expr`` (``VARCHAR``), or
+    ``NULL`` when there is none: a JSON list of parts gives its text parts (``content``, else
+    ``text``; plain strings too) joined with newlines; a JSON string or object its text (as
+    :func:`text_of_sql`); text that is not JSON itself, unless it looks like JSON cut at the
+    attribute size limit (starts with ``[`` or ``{``: no instructions). Pass a column (``expr``
+    appears several times; a constant would be folded through every branch)."""
+    part = (
+        "CASE json_type(arl_p) WHEN 'VARCHAR' THEN arl_p->>'$' WHEN 'OBJECT' THEN "
+        "CASE WHEN coalesce(arl_p->>'type', 'text') = 'text' THEN coalesce(arl_p->>'content', arl_p->>'text') END END"
+    )
+    return (
+        f"nullif(CASE WHEN {expr} IS NULL OR trim({expr}) = '' THEN NULL "
+        f"WHEN NOT json_valid({expr}) THEN CASE WHEN NOT regexp_matches({expr}, '^\\s*[\\[{{]') THEN {expr} END "
+        f"WHEN json_type({expr}) = 'ARRAY' THEN array_to_string(list_filter(list_transform("
+        f"from_json({expr}, '[\"JSON\"]'), lambda arl_p: {part}), lambda arl_s: arl_s IS NOT NULL), chr(10)) "
+        f"WHEN json_type({expr}) = 'NULL' THEN NULL "
+        f"ELSE {text_of_sql(expr)} END, '')"
+    )
+
+
+def with_system_sql(messages: str, system_text: str) -> str:
+    """SQL for the normalised list ``messages`` preceded by a ``system`` message holding
+    ``system_text`` (:func:`system_text_sql`) when that is not ``NULL``, ``messages`` is not
+    empty and holds no ``system`` (or ``developer``) message: the GenAI conventions keep the
+    instructions in ``gen_ai.system_instructions``, out of the input messages.
+
+    ``messages`` appears several times: pass a column."""
+    message = (
+        f"struct_pack(role := 'system', content := {system_text}, tool_calls := CAST(NULL AS {TOOL_CALLS_TYPE}), "
+        "tool_call_id := CAST(NULL AS VARCHAR), name := CAST(NULL AS VARCHAR))"
+    )
+    return (
+        f"CASE WHEN {system_text} IS NOT NULL AND len({messages}) > 0 AND NOT list_bool_or(list_transform({messages}, "
+        f"lambda arl_m: arl_m.role IN ('system', 'developer'))) THEN list_prepend({message}, {messages}) "
+        f"ELSE {messages} END"
     )
 
 
@@ -350,5 +409,7 @@ __all__ = [
     "open_store",
     "registered",
     "select_rollouts",
+    "system_text_sql",
     "text_of_sql",
+    "with_system_sql",
 ]

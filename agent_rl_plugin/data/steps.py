@@ -32,7 +32,10 @@ from agent_rl_plugin.data.sql import (
     open_store,
     registered,
     select_rollouts,
+    system_text_sql,
+    with_system_sql,
 )
+from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS
 
 #: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
 LOGPROBS_ATTRIBUTE = "agent_rl.logprobs"
@@ -42,19 +45,29 @@ EXTRA_COLUMNS = ("rollout_id", "group_id", "task_id", "step_index", "state_key")
 
 
 def _llm_steps(connection: Any, sel: str) -> pa.Table:
+    """One row per LLM step; the prompt gets a ``system`` message from the call's
+    ``gen_ai.system_instructions`` when its input messages have none (as the KTO/GRPO
+    conversations do, see :func:`~agent_rl_plugin.data.sql.with_system_sql`)."""
     logprobs = attr(LOGPROBS_ATTRIBUTE, "sp.attributes")
+    instructions = attr(GEN_AI_SYSTEM_INSTRUCTIONS, "sp.attributes")
     return arrow(
         connection,
         f"""
-        SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key,
-               {messages_sql('s.input')} AS prompt,
-               {messages_sql('s.output')} AS completion,
-               try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs
-        FROM steps s
-        JOIN {sel} r ON r.rollout_id = s.rollout_id
-        LEFT JOIN spans sp ON sp.span_id = s.span_id AND sp.trace_id = s.trace_id
-        WHERE s.kind = 'llm'
-        ORDER BY r.start_time, s.rollout_id, s.step_index
+        SELECT rollout_id, group_id, task_id, step_index, state_key,
+               {with_system_sql('raw_prompt', system_text_sql('instructions'))} AS prompt,
+               completion, old_logprobs
+        FROM (
+            SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key, r.start_time AS rollout_start,
+                   {messages_sql('s.input')} AS raw_prompt,
+                   {messages_sql('s.output')} AS completion,
+                   {instructions} AS instructions,
+                   try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs
+            FROM steps s
+            JOIN {sel} r ON r.rollout_id = s.rollout_id
+            LEFT JOIN spans sp ON sp.span_id = s.span_id AND sp.trace_id = s.trace_id
+            WHERE s.kind = 'llm'
+        )
+        ORDER BY rollout_start, rollout_id, step_index
         """,
     )
 

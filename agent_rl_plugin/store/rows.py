@@ -14,6 +14,12 @@ Contract:
   surrogates) is replaced by U+FFFD.
 * Timestamps stay integer nanoseconds here, and the denormalised columns (rollout id, ...) are
   read from the attributes JSON by the SQL insert (vectorised, in the writer thread).
+* A span with status ERROR that lacks a status description or ``error.type`` (pydantic-ai
+  records the exception only as an event; OpenInference and Traceloop give a description but
+  the exception type only in the event) completes them from its last ``exception`` event:
+  ``error.type`` = ``exception.type`` (added to the attributes) and the status message
+  ``"exception.type: exception.message"``, so the views' ``error_type`` / ``error`` columns show
+  them. Present values are kept; other spans pay one comparison.
 * ``gen_ai.evaluation.result`` events become ``rewards`` rows (source ``emitted`` unless the
   event says otherwise), whose ``reward_id`` is a uuid5 of trace id, span id and event position,
   so ingesting the same span twice yields the same id.
@@ -32,11 +38,17 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.serialize import truncate
 from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
 
 AttributeTransform = Callable[[dict[str, Any], str], dict[str, Any]]
 Normalizer = Callable[[dict[str, Any], str], None]
 ErrorCallback = Callable[[str, BaseException], None]
+
+#: The OTel exception event (``span.record_exception``) and the attributes read from it.
+EXCEPTION_EVENT = "exception"
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
 
 REWARD_NAMESPACE = uuid.UUID("6f1c1a52-6a3e-4d0e-9a55-0b6f3b0e8a11")
 
@@ -208,6 +220,32 @@ class SpanConverter:
             "span_id": span_hex,
         }
 
+    def _exception_error(self, events: Sequence[Any], attrs: dict[str, Any], span_name: str,
+                         message: str | None) -> str | None:
+        """The status message of a failed span, completed from its last ``exception`` event
+        when it lacks a status message or ``error.type``: a missing ``error.type`` in ``attrs``
+        becomes ``exception.type``, a missing ``message`` ``"type: message"`` (either alone when
+        the other is absent), cut at ``max_attribute_size``. The event's attributes go through
+        the attribute transform first, as when stored. Returns ``message`` when there is no
+        event."""
+        for event in reversed(events):
+            if event.name == EXCEPTION_EVENT:
+                break
+        else:
+            return message
+        event_attrs = dict(event.attributes or {})
+        if self.transform is not None:
+            event_attrs = self.transform(event_attrs, span_name)
+        kind = _str_or_none(event_attrs.get(EXCEPTION_TYPE)) or None
+        if kind is not None and sc.ERROR_TYPE not in attrs:
+            attrs[sc.ERROR_TYPE] = kind
+        if message is None:
+            text = _str_or_none(event_attrs.get(EXCEPTION_MESSAGE)) or None
+            message = f"{kind}: {text}" if kind and text else kind or text
+            if message is not None and self.max_attribute_size is not None:
+                message = truncate(message, self.max_attribute_size)
+        return message
+
     @staticmethod
     def _links(links: Sequence[Any]) -> str:
         if not links:
@@ -250,14 +288,18 @@ class SpanConverter:
         else:
             events_json = "[]"
         resource_json, service = self._resource(resource)
+        status_code = getattr(status.status_code, "_name_", None) or "UNSET"
+        status_message = status.description or None
+        if status_code == "ERROR" and events and (status_message is None or sc.ERROR_TYPE not in attrs):
+            status_message = self._exception_error(events, attrs, name, status_message)
         return (
             trace_hex,
             span_hex,
             None if parent is None else f"{parent.span_id:016x}",
             name if isinstance(name, str) else str(name),
             getattr(kind, "_name_", None) or str(kind),
-            getattr(status.status_code, "_name_", None) or "UNSET",
-            status.description or None,
+            status_code,
+            status_message,
             self._encode_attributes(attrs),
             events_json,
             self._links(links) if links else "[]",

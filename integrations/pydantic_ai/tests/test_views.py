@@ -58,7 +58,8 @@ def test_function_model_run_lands_in_every_view(db_path, store):
     ]
     by_id = {t["call_id"]: t for t in tools}
     assert by_id["c1"]["result"] == "b must not be zero"  # what the model is sent back
-    assert by_id["c1"]["error"] == by_id["c1"]["error_type"] == "model_retry"
+    assert by_id["c1"]["error_type"] == "model_retry"
+    assert by_id["c1"]["error"].endswith("b must not be zero")  # from the span's exception event
     assert by_id["c2"]["result"] == "2.0" and by_id["c2"]["error"] is None
     assert by_id["c3"]["status"] == "error" and by_id["c3"]["result"] == "no entry 'missing'"
 
@@ -138,12 +139,14 @@ def test_capture_content_false_keeps_no_messages(db_path, store):
 
 
 def test_dataset_messages_carry_tool_results(db_path, store):
-    """The dataset builders read GenAI ``response``: the normaliser adds it next to ``result``."""
+    """The dataset builders read the tool results (``response``, or pydantic-ai's ``result``), one
+    ``tool`` message per parallel result."""
     _configure(db_path)
     calculator_agent(calculator_script()[0]).run_sync("What is 6/3?")
     rows = store.rows(f"select {messages_sql('input_messages')} as m from llm_calls order by start_time")
     last = rows[-1]["m"]
-    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "tool", "tool"]
     assert last[2]["content"] == "b must not be zero" and last[2]["tool_call_id"] == "c1"
     assert last[1]["tool_calls"][0]["function"] == {"name": "divide", "arguments": '{"a":6,"b":0}'}
-    assert last[4]["content"].startswith("2.0")
+    assert last[4]["content"].startswith("2.0") and last[4]["tool_call_id"] == "c2"
+    assert last[5]["tool_call_id"] == "c3" and "missing" in last[5]["content"]
