@@ -204,7 +204,7 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     children: list[tuple[SpanProcessor, SpanExporter]] = []
     for exporter in exporters.values():
         wrapped = _KeepOpen(with_attribute_transform(exporter, config))
-        batch = BatchSpanProcessor(
+        batch = CountingBatchSpanProcessor(
             wrapped,
             max_queue_size=config.max_queue_size,
             max_export_batch_size=min(config.export_batch_size, config.max_queue_size),
@@ -218,6 +218,38 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     for exporter in previous.values():
         if id(exporter) not in kept:
             _quietly(exporter.shutdown)
+
+
+class CountingBatchSpanProcessor(BatchSpanProcessor):
+    """OpenTelemetry's batch processor, counting the spans it drops because its queue is full
+    (the SDK only logs a warning per span): :attr:`dropped`, summed by :func:`dropped_spans`.
+    The first drop is logged once as an error with the fix."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dropped = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        inner = getattr(self, "_batch_processor", None)
+        queue, limit = getattr(inner, "_queue", None), getattr(inner, "_max_queue_size", None)
+        if queue is not None and limit is not None and len(queue) >= limit:
+            self.dropped += 1
+            if self.dropped == 1:
+                logger.error(
+                    "agent-rl: the span queue is full (max_queue_size=%d): spans are being dropped "
+                    "[fix: raise max_queue_size, or lower export_delay_ms; count: agent_rl_plugin.tracing.dropped_spans()]",
+                    limit,
+                )
+        super().on_end(span)
+
+
+def dropped_spans() -> int:
+    """Spans dropped before reaching an exporter because a batch queue was full, since the
+    current exporters were attached (what exporters drop is in their own stats)."""
+    processor = STATE.processor
+    if processor is None:
+        return 0
+    return sum(getattr(child, "dropped", 0) for child, _ in processor._children)
 
 
 class _KeepOpen(SpanExporter):

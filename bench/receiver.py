@@ -1,15 +1,18 @@
 """Sustained spans/s from 4 processes through OTLP/HTTP into ``agent-rl serve``'s receiver,
 against the same spans through the in-process ``DuckDBSpanExporter``, in the same run.
 
-Each worker process first builds its spans (LLM-call-like spans with ten attributes, one in ten
-with an event, as in ``bench/store_ingest.py``), waits for the others, then exports them with
-the OTel SDK's own ``OTLPSpanExporter`` (http/protobuf) in batches of ``--batch`` (what a
-``BatchSpanProcessor`` hands it). The clock runs from the start signal until every span is
-committed by the receiver; then the file is counted: zero loss means every span sent is a row.
-The in-process baseline exports the same number of spans in one process (export + flush).
+Each worker process first builds its spans for every round (traces of LLM-call-like spans
+with ten attributes, one in ten with an event, as in ``bench/store_ingest.py``), says it is
+ready, then per round waits for the start signal and exports that round's spans with the OTel
+SDK's own ``OTLPSpanExporter`` (http/protobuf) in batches of ``--batch`` (what a
+``BatchSpanProcessor`` hands it). A round's clock runs from the start signal until every span
+is committed by the receiver. Between receiver rounds, the in-process baseline exports the
+same number of spans in this process (export + flush, a fresh file each time). At the end the
+served file is counted: zero loss means every span sent is exactly one row.
 
-    python bench/receiver.py                 # 4 processes x 20000 spans
-    python bench/receiver.py -n 50000 --processes 4 --batch 512
+    python bench/receiver.py                 # 4 processes x 20000 spans x 3 rounds
+    python bench/receiver.py -n 5000 --rounds 2
+    python -m bench --only receiver [--quick]
 """
 
 from __future__ import annotations
@@ -17,74 +20,43 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import duckdb
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.harness import Context, Measure, Row, median, ratio  # noqa: E402
 from bench.store_ingest import make_spans  # noqa: E402
 
 
-def _worker(url: str, n: int, batch: int, ready: "mp.Queue", start: "mp.Event", done: "mp.Queue") -> None:
+def _worker(url: str, n: int, rounds: int, batch: int, ready: Any, starts: list, done: Any) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    spans = make_spans(n)
+    per_round = [make_spans(n) for _ in range(rounds)]
     exporter = OTLPSpanExporter(endpoint=url + "/v1/traces", timeout=60)
     ready.put(os.getpid())
-    start.wait()
-    failed = 0
-    for k in range(0, len(spans), batch):
-        if exporter.export(spans[k : k + batch]) is not SpanExportResult.SUCCESS:
-            failed += len(spans[k : k + batch])
+    for r in range(rounds):
+        starts[r].wait()
+        spans, failed = per_round[r], 0
+        started = time.perf_counter()
+        for k in range(0, len(spans), batch):
+            if exporter.export(spans[k : k + batch]) is not SpanExportResult.SUCCESS:
+                failed += len(spans[k : k + batch])
+        done.put((r, len(spans), failed, time.perf_counter() - started))
     exporter.shutdown()
-    done.put((len(spans), failed))
 
 
-def run_receiver(folder: str, processes: int, n: int, batch: int) -> dict:
-    """Spans/s through the receiver (and the counts proving zero loss)."""
-    from agent_rl_plugin.receiver import Receiver
-
-    path = os.path.join(folder, "served.duckdb")
-    receiver = Receiver(path, port=0, token="", announce=False).start()
-    ctx = mp.get_context("spawn")
-    ready, done, start = ctx.Queue(), ctx.Queue(), ctx.Event()
-    workers = [ctx.Process(target=_worker, args=(receiver.url, n, batch, ready, start, done)) for _ in range(processes)]
-    for worker in workers:
-        worker.start()
-    for _ in workers:
-        ready.get(timeout=600)
-    started = time.perf_counter()
-    start.set()
-    results = [done.get(timeout=3600) for _ in workers]
-    acknowledged = time.perf_counter()
-    assert receiver.sink.flush(600)
-    committed = time.perf_counter()
-    for worker in workers:
-        worker.join()
-    stats = receiver.stop()
-    sent = sum(r[0] for r in results)
-    failed = sum(r[1] for r in results)
-    connection = duckdb.connect(path, read_only=True)
-    rows, distinct = connection.execute("select count(*), count(distinct (trace_id, span_id)) from spans").fetchone()
-    connection.close()
-    return {
-        "sent": sent, "export_failures": failed, "rows": rows, "distinct": distinct,
-        "batches_429": stats["batches_rejected"], "dropped": stats["spans_dropped"],
-        "seconds": committed - started, "ack_seconds": acknowledged - started,
-        "spans_per_s": sent / (committed - started),
-    }
-
-
-def run_in_process(folder: str, total: int, batch: int) -> dict:
-    """Spans/s through ``DuckDBSpanExporter`` (export + flush) for the same number of spans."""
+def in_process_rate(spans: list, path: Path, batch: int) -> tuple[float, int]:
+    """Spans/s through ``DuckDBSpanExporter`` (export + flush) into a fresh file; and drops."""
     from agent_rl_plugin.store import DuckDBSpanExporter
 
-    spans = make_spans(total + 1)
-    path = os.path.join(folder, "local.duckdb")
     exporter = DuckDBSpanExporter(path, normalizers=None)
     exporter.export(spans[:1])
     exporter.force_flush()
@@ -95,29 +67,105 @@ def run_in_process(folder: str, total: int, batch: int) -> dict:
     seconds = time.perf_counter() - started
     dropped = exporter.stats["spans_dropped"]
     exporter.shutdown()
-    return {"sent": total, "dropped": dropped, "seconds": seconds, "spans_per_s": total / seconds}
+    return (len(spans) - 1) / seconds, dropped
+
+
+def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=print) -> dict[str, Any]:
+    """Receiver rounds interleaved with in-process rounds; every count needed for zero loss."""
+    from agent_rl_plugin.receiver import Receiver
+
+    path = folder / "served.duckdb"
+    receiver = Receiver(str(path), port=0, token="", announce=False).start()
+    ctx = mp.get_context("spawn")
+    ready, done = ctx.Queue(), ctx.Queue()
+    starts = [ctx.Event() for _ in range(rounds)]
+    workers = [ctx.Process(target=_worker, args=(receiver.url, n, rounds, batch, ready, starts, done), daemon=True)
+               for _ in range(processes)]
+    out: dict[str, Any] = {"receiver": [], "ack": [], "in_process": [], "sent": 0, "failed": 0, "local_dropped": 0}
+    try:
+        for worker in workers:
+            worker.start()
+        local_spans = make_spans(processes * n + 1)
+        for _ in workers:
+            ready.get(timeout=600)
+        for r in range(rounds):
+            started = time.perf_counter()
+            starts[r].set()
+            results = [done.get(timeout=600) for _ in workers]
+            acknowledged = time.perf_counter()
+            assert receiver.sink.flush(600)
+            seconds = time.perf_counter() - started
+            sent = sum(x[1] for x in results)
+            out["sent"] += sent
+            out["failed"] += sum(x[2] for x in results)
+            out["receiver"].append(sent / seconds)
+            out["ack"].append(sent / (acknowledged - started))
+            rate, dropped = in_process_rate(local_spans, folder / f"local-{r}.duckdb", batch)
+            (folder / f"local-{r}.duckdb").unlink()
+            out["in_process"].append(rate)
+            out["local_dropped"] += dropped
+            log(f"receiver: round {r + 1}/{rounds}: {out['receiver'][-1]:,.0f} spans/s; in-process {rate:,.0f}")
+        for worker in workers:
+            worker.join(60)
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        stats = receiver.stop()
+    connection = duckdb.connect(str(path), read_only=True)
+    rows, distinct = connection.execute("select count(*), count(distinct (trace_id, span_id)) from spans").fetchone()
+    connection.close()
+    out.update(rows=rows, distinct=distinct, batches_429=stats["batches_rejected"], dropped=stats["spans_dropped"],
+               exit_codes=[w.exitcode for w in workers])
+    return out
+
+
+def run(ctx: Context) -> Row:
+    processes = 4
+    n = ctx.size(20_000, 2_500)
+    rounds = ctx.size(3, 2)
+    batch = 512
+    row = Row(id="receiver", sizes={"processes": processes, "spans_per_process_per_round": n, "rounds": rounds,
+                                    "batch": batch})
+    ctx.log(f"receiver: {processes} processes x {n:,} spans x {rounds} rounds (building spans first)")
+    out = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log)
+    row.value = Measure("OTLP/HTTP from 4 processes into the receiver", "spans/s", out["receiver"])
+    row.baselines.append(Measure("in-process exporter, same spans", "spans/s", out["in_process"]))
+    row.ratios["receiver / in-process"] = ratio(row.value.median, row.baselines[0].median)
+    row.target("spans/s", row.value.median, ">=", 20_000)
+    lost = out["sent"] - out["distinct"]
+    row.check(f"zero loss: every span sent is one row ({out['sent']:,})",
+              lost == 0 and out["rows"] == out["sent"] and out["failed"] == 0 and out["dropped"] == 0,
+              f"rows {out['rows']}, distinct {out['distinct']}, export failures {out['failed']}, "
+              f"dropped {out['dropped']}")
+    row.check("the in-process baseline dropped nothing", out["local_dropped"] == 0, f"{out['local_dropped']} dropped")
+    row.info.update(
+        acknowledged_spans_per_s=median(out["ack"]), batches_429=out["batches_429"], sent=out["sent"],
+        rows=out["rows"], worker_exit_codes=out["exit_codes"],
+    )
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", type=int, default=20_000, help="spans per process (default 20000)")
+    parser.add_argument("-n", type=int, default=20_000, help="spans per process per round (default 20000)")
     parser.add_argument("--processes", type=int, default=4, help="exporting processes (default 4)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--batch", type=int, default=512, help="spans per export request (default 512)")
     args = parser.parse_args()
-
-    folder = tempfile.mkdtemp(prefix="agent-rl-bench-receiver-")
-    remote = run_receiver(folder, args.processes, args.n, args.batch)
-    local = run_in_process(folder, args.processes * args.n, args.batch)
-    lost = remote["sent"] - remote["distinct"]
-    print(f"receiver: {remote['sent']} spans from {args.processes} processes, rows {remote['rows']} "
-          f"(distinct {remote['distinct']}), lost {lost}, export failures {remote['export_failures']}, "
-          f"429s {remote['batches_429']}, dropped {remote['dropped']}")
-    print(f"receiver: {remote['seconds']:.2f} s to commit ({remote['ack_seconds']:.2f} s to acknowledge): "
-          f"{remote['spans_per_s']:,.0f} spans/s")
-    print(f"in-process exporter: {local['sent']} spans in {local['seconds']:.2f} s: {local['spans_per_s']:,.0f} "
-          f"spans/s (dropped {local['dropped']})")
-    print(f"ratio receiver / in-process: {remote['spans_per_s'] / local['spans_per_s']:.2f}; {os.cpu_count()} CPUs")
-    if lost or remote["rows"] != remote["sent"] or remote["export_failures"]:
+    folder = Path(tempfile.mkdtemp(prefix="agent-rl-bench-receiver-"))
+    try:
+        out = measure(folder, args.processes, args.n, args.rounds, args.batch)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    lost = out["sent"] - out["distinct"]
+    print(f"receiver: {out['sent']} spans from {args.processes} processes, rows {out['rows']} "
+          f"(distinct {out['distinct']}), lost {lost}, export failures {out['failed']}, "
+          f"429s {out['batches_429']}, dropped {out['dropped']}")
+    print(f"receiver: median {median(out['receiver']):,.0f} spans/s committed "
+          f"({median(out['ack']):,.0f} acknowledged); in-process exporter: median {median(out['in_process']):,.0f} "
+          f"spans/s; {os.cpu_count()} CPUs")
+    if lost or out["rows"] != out["sent"] or out["failed"]:
         raise SystemExit("spans were lost or duplicated")
 
 

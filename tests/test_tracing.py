@@ -11,6 +11,7 @@ import threading
 import duckdb
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SpanExporter
 
 import agent_rl_plugin as arl
 from agent_rl_plugin import tracing
@@ -299,3 +300,32 @@ def test_disabled_records_nothing(span_exporter):
     arl.flush()
     assert span_exporter.get_finished_spans() == ()
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_spans_dropped_by_a_full_queue_are_counted_and_reported(caplog):
+    """The SDK's batch processor only logs a warning per span it drops; ours counts them."""
+    import logging
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from agent_rl_plugin.tracing import CountingBatchSpanProcessor
+
+    release = threading.Event()
+
+    class Stuck(SpanExporter):
+        def export(self, spans):
+            release.wait(10)
+            return SpanExportResult.SUCCESS
+
+    processor = CountingBatchSpanProcessor(Stuck(), max_queue_size=4, max_export_batch_size=2, schedule_delay_millis=10)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.ERROR, logger="agent_rl_plugin.tracing"):
+        for i in range(40):
+            tracer.start_span(f"s{i}").end()
+    release.set()
+    provider.shutdown()
+    assert 30 <= processor.dropped <= 38  # the queue (4) and the batch being exported were kept
+    assert sum("span queue is full" in r.getMessage() for r in caplog.records) == 1

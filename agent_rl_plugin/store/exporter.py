@@ -36,6 +36,8 @@ import threading
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
+import pyarrow as pa
+
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -105,6 +107,24 @@ def collect_normalizers(plugin_manager: Any = None) -> list[tuple[str, Normalize
     return found
 
 
+
+_arrow_warm = False
+
+
+def warm_arrow() -> None:
+    """Build one Arrow array on the calling thread, once per process. pyarrow imports pandas
+    (when installed) on its first conversion; left to the export thread, that import competes
+    with a busy agent for the GIL and took seconds under load, long enough for the span queue
+    to fill and spans to be dropped. Done here, in ``configure()``, it costs ~0.2 s once."""
+    global _arrow_warm
+    if _arrow_warm:
+        return
+    _arrow_warm = True
+    try:
+        pa.array([0], type=pa.int64())
+    except Exception:  # pragma: no cover - pyarrow broken: the writer reports it later
+        pass
+
 class DuckDBSpanExporter(SpanExporter):
     """Records finished spans into the DuckDB file at ``path`` (see the module contract).
 
@@ -130,6 +150,7 @@ class DuckDBSpanExporter(SpanExporter):
         linger_s: float = 0.25,
     ) -> None:
         self.path = os.fspath(path)
+        warm_arrow()
         self._stats = ExportStats()
         self._logged: set[str] = set()
         self._logged_lock = threading.Lock()
