@@ -11,6 +11,10 @@ shut the runtime down afterwards, so no test sees another's exporters.
 
 from __future__ import annotations
 
+# The fixtures users get for testing their own recorded agents (agent_rl_isolated, agent_rl_db,
+# agent_rl_store); registered before anything imports the module so pytest can rewrite it.
+pytest_plugins = ["agent_rl_plugin.testing"]
+
 import os
 from pathlib import Path
 from typing import Iterator

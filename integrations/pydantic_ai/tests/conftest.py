@@ -17,8 +17,8 @@ os.environ.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")
 from pydantic_ai import Agent  # noqa: E402
 
 import agent_rl_pydantic_ai.plugin as plugin_module  # noqa: E402
-from agent_rl_plugin import flush, plugins, tracing  # noqa: E402
-from agent_rl_plugin.store.connection import open_reader  # noqa: E402
+from agent_rl_plugin import plugins, tracing  # noqa: E402
+from agent_rl_plugin.testing import StoreReader  # noqa: E402
 from agent_rl_pydantic_ai import instrumentation  # noqa: E402
 
 
@@ -50,21 +50,7 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "agent_rl.duckdb"
 
 
-class Store:
-    """Query the test's database through the views (flushes first)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        assert flush()
-        con = open_reader(self.path)
-        try:
-            cursor = con.execute(sql, list(params))
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
-        finally:
-            con.close()
+Store = StoreReader  # flushes, then reads the test's database through the views
 
 
 @pytest.fixture
