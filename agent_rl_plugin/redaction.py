@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from agent_rl_plugin import semconv
-from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.config import DEFAULT_REDACTION_PATTERNS, RLConfig
 from agent_rl_plugin.hookspecs import hookimpl
 
 REDACTED = "[REDACTED]"
@@ -51,6 +51,18 @@ def redact_text(text: str, patterns: tuple[str, ...]) -> str:
     return text if regex is None else regex.sub(REDACTED, text)
 
 
+def _may_match_defaults(text: str) -> bool:
+    """False only when no match of :data:`DEFAULT_REDACTION_PATTERNS` can be in ``text``."""
+    return (
+        "sk-" in text
+        or "AKIA" in text
+        or "gh" in text
+        or "xox" in text
+        or "AIza" in text
+        or "bearer" in text.lower()
+    )
+
+
 @hookimpl(trylast=True)
 def agent_rl_transform_attributes(attributes: dict[str, Any], span_name: str, config: RLConfig) -> None:
     if not config.capture_content:
@@ -58,9 +70,18 @@ def agent_rl_transform_attributes(attributes: dict[str, Any], span_name: str, co
             del attributes[key]
     if not config.redact:
         return
-    regex = _compiled(tuple(config.redaction_patterns))
+    patterns = tuple(config.redaction_patterns)
+    regex = _compiled(patterns)
     if regex is None:
         return
+    if patterns == DEFAULT_REDACTION_PATTERNS:
+        # Fast path for the default patterns: every match of them contains one of a few
+        # literals ("sk-", "AKIA", "gh", "xox", "AIza", or "bearer" in any case) and none can
+        # span a NUL, so one scan of the candidate strings joined tells whether any can match.
+        # Nothing to redact (the common case): no regex runs.
+        candidates = [v for v in attributes.values() if isinstance(v, str) and len(v) >= 16]
+        if not candidates or not _may_match_defaults("\x00".join(candidates)):
+            return
     for key, value in attributes.items():
         if isinstance(value, str) and len(value) >= 16:
             redacted = regex.sub(REDACTED, value)

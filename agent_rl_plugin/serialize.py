@@ -41,10 +41,22 @@ def _default(value: Any) -> Any:
     return safe_repr(value)
 
 
+# What ``json.dumps(value, default=_default, ensure_ascii=False, allow_nan=True)`` builds on
+# every call, built once (``encode`` keeps no state between calls, so sharing it is safe).
+_ENCODER = json.JSONEncoder(default=_default, ensure_ascii=False, allow_nan=True)
+_encode = _ENCODER.encode
+_encode_str = json.encoder.encode_basestring  # what the encoder uses for str (ensure_ascii=False)
+
+
 def to_json(value: Any) -> str:
     """JSON text for ``value``; unknown objects become their repr. Never raises."""
     try:
-        return json.dumps(value, default=_default, ensure_ascii=False, allow_nan=True)
+        cls = type(value)
+        if cls is str:  # the common cases, exactly as json.dumps writes them
+            return _encode_str(value)
+        if cls is int:
+            return int.__repr__(value)
+        return _encode(value)
     except Exception:  # circular references, __repr__ errors deep inside, ...
         return json.dumps(safe_repr(value), ensure_ascii=False)
 

@@ -83,6 +83,10 @@ class AgentRLSpanProcessor(SpanProcessor):
         return old
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        pending = PENDING.attributes
+        if pending is not None:  # our call's start attributes, handed over by start_with_attributes
+            PENDING.attributes = None
+            _put_start_attributes(span, pending)
         attrs = _current_rollout_attributes()
         if attrs:
             try:
@@ -107,6 +111,97 @@ class AgentRLSpanProcessor(SpanProcessor):
             ok = child.force_flush(timeout_millis) is not False and ok
             ok = exporter.force_flush(timeout_millis) is not False and ok
         return ok
+
+
+class _Pending(threading.local):
+    attributes: dict[str, Any] | None = None
+
+
+#: Start attributes on their way from :func:`start_with_attributes` to our ``on_start``.
+PENDING = _Pending()
+_PLAIN = (str, bool, int, float)
+
+
+def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
+    """Store ``attributes`` on a span that was started without any, as ``Span.__init__`` would
+    have stored them (``BoundedAttributes._set_items``), skipping the per-value validation
+    when every key and value is already valid and within the span's limits."""
+    try:
+        bounded = span._attributes  # noqa: SLF001
+        store = bounded._dict  # noqa: SLF001
+        limit = bounded.max_value_len
+        clean = bounded.maxlen is None or len(store) + len(attributes) <= bounded.maxlen
+        if clean:
+            for key, value in attributes.items():
+                if type(key) is not str or not key or type(value) not in _PLAIN or (
+                    limit is not None and type(value) is str and len(value) > limit
+                ):
+                    clean = False
+                    break
+        if not clean:
+            bounded._set_items(attributes)  # noqa: SLF001
+            return
+        with bounded._lock:  # noqa: SLF001
+            for key, value in attributes.items():
+                if key in store:
+                    del store[key]
+                store[key] = value
+    except Exception:
+        logger.debug("could not set start attributes directly", exc_info=True)
+        span.set_attributes(attributes)
+
+
+# (tracer, whether its sampler and processor layout allow handing attributes over)
+_DEFERRABLE: tuple[Any, bool] = (None, False)
+
+
+def _tracer_defers(tracer: Any) -> bool:
+    """True when starting a span without attributes and adding them in our ``on_start`` is
+    indistinguishable from passing them to ``start_span``: an SDK tracer whose sampler is a
+    built-in one that ignores attributes (always on/off, trace-id ratio, parent-based over
+    those; they return the attributes they are given when they sample) and whose provider
+    calls processors in order, synchronously."""
+    try:
+        from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor, Tracer
+        from opentelemetry.sdk.trace import sampling
+
+        if type(tracer) is not Tracer:
+            return False
+        simple = (sampling.StaticSampler, sampling.TraceIdRatioBased)
+        sampler = tracer.sampler
+        if type(sampler) in (sampling.ParentBased, sampling.ParentBasedTraceIdRatio):
+            delegates = ("_root", "_remote_parent_sampled", "_remote_parent_not_sampled",
+                         "_local_parent_sampled", "_local_parent_not_sampled")  # fmt: skip
+            if not all(type(getattr(sampler, d, None)) in simple for d in delegates):
+                return False
+        elif type(sampler) not in simple:
+            return False
+        processor = tracer.span_processor
+        return type(processor) is SynchronousMultiSpanProcessor and isinstance(
+            getattr(processor, "_span_processors", None), tuple
+        )
+    except Exception:
+        return False
+
+
+def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any]) -> Any:
+    """``tracer.start_span(name, attributes=attributes)``; when our processor is the
+    provider's first and the tracer allows it (:func:`_tracer_defers`), the attributes are
+    handed to our ``on_start``, which stores them before any other processor sees the span,
+    without OTel re-validating each of our already-clean values."""
+    global _DEFERRABLE
+    cached = _DEFERRABLE
+    if cached[0] is not tracer:
+        cached = _DEFERRABLE = (tracer, _tracer_defers(tracer))
+    if cached[1]:
+        processors = tracer.span_processor._span_processors  # noqa: SLF001
+        if processors and processors[0] is STATE.processor:
+            PENDING.attributes = attributes
+            try:
+                return tracer.start_span(name)
+            finally:
+                PENDING.attributes = None
+    return tracer.start_span(name, attributes=attributes)
 
 
 def _current_rollout_attributes() -> dict[str, Any] | None:
@@ -203,7 +298,7 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     config = STATE.config or RLConfig()
     children: list[tuple[SpanProcessor, SpanExporter]] = []
     for exporter in exporters.values():
-        wrapped = _KeepOpen(with_attribute_transform(exporter, config))
+        wrapped = _KeepOpen(_copy_only_changed(with_attribute_transform(exporter, config)))
         batch = CountingBatchSpanProcessor(
             wrapped,
             max_queue_size=config.max_queue_size,
@@ -218,6 +313,66 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     for exporter in previous.values():
         if id(exporter) not in kept:
             _quietly(exporter.shutdown)
+
+
+def _copy_only_changed(exporter: SpanExporter) -> SpanExporter:
+    """A ``TransformingSpanExporter`` that hands on the span itself when the transform changed
+    none of its attributes (no secret to mask, content kept: most spans), rather than a copy:
+    the exporter receives the same data, and the export thread, which competes with the agent's
+    for the GIL, builds no new span."""
+    from agent_rl_plugin.transform import TransformingSpanExporter
+
+    if type(exporter) is TransformingSpanExporter:
+        return _CopyOnlyChangedExporter(exporter.inner, exporter._transform)  # noqa: SLF001
+    return exporter
+
+
+def _same_items(before: Any, after: dict[str, Any]) -> bool:
+    return after == before and list(after) == list(before)
+
+
+def _make_copy_only_changed() -> type:
+    from opentelemetry.sdk.trace import Event
+
+    from agent_rl_plugin.transform import TransformingSpanExporter
+
+    class CopyOnlyChangedExporter(TransformingSpanExporter):
+        """See :func:`_copy_only_changed`. Each attribute mapping goes through the transform
+        exactly once, as in ``TransformingSpanExporter``; a span whose transformed attributes
+        and events equal the originals (same keys in the same order, same values) and that
+        dropped nothing (a copy would report zero drops) is passed on unchanged."""
+
+        def _copy(self, span: ReadableSpan) -> ReadableSpan:
+            name = span.name
+            transform = self._transform
+            unchanged = True
+            events = []
+            for e in span.events:  # events first, then the span: the wrapped class's order
+                event_original = dict(e.attributes or {})
+                event_attributes = transform(event_original, name)  # copies its argument
+                unchanged = unchanged and _same_items(event_original, event_attributes)
+                events.append(Event(e.name, event_attributes, e.timestamp))
+            original = dict(span.attributes or {})
+            attributes = transform(original, name)
+            unchanged = unchanged and _same_items(original, attributes)
+            if unchanged and not (span.dropped_attributes or span.dropped_events or span.dropped_links):
+                return span
+            return ReadableSpan(
+                name=name,
+                context=span.context,
+                parent=span.parent,
+                resource=span.resource,
+                attributes=attributes,
+                events=tuple(events),
+                links=span.links,
+                kind=span.kind,
+                instrumentation_scope=span.instrumentation_scope,
+                status=span.status,
+                start_time=span.start_time,
+                end_time=span.end_time,
+            )
+
+    return CopyOnlyChangedExporter
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
@@ -400,6 +555,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     # The default action: terminate with the signal, so the exit status still says SIGTERM.
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)
+
+
+_CopyOnlyChangedExporter = _make_copy_only_changed()
 
 
 def _version() -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from opentelemetry import context as otel_context
@@ -108,6 +108,20 @@ class WrapSpec:
     name_from_instance: bool = False
     role: str = "agent"
     signature: inspect.Signature | None = None
+    #: Parameter names when every parameter is positional (no ``*args``, ``**kwargs`` or
+    #: keyword-only): a call with exactly that many positional arguments binds by ``zip``.
+    positional_names: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names: tuple[str, ...] | None = None
+        if self.signature is not None:
+            params = tuple(self.signature.parameters.values())
+            if all(p.kind in _POSITIONAL for p in params):
+                names = tuple(p.name for p in params)
+        object.__setattr__(self, "positional_names", names)
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def instance_of(spec: WrapSpec, args: tuple[Any, ...]) -> Any:
@@ -226,10 +240,11 @@ class CallRecord:
                     attributes[output_key] = self._stream_text()
             elif result is not _MISSING and self.capture:
                 attributes[output_key] = to_json_text(result)
-            set_attributes(span, attributes)
+            if attributes:
+                set_attributes(span, attributes)
             if exc is not None:
                 record_error(span, exc)
-            if self.implicit and self.rollout is not None:
+            if self.implicit and self.rollout is not None and rl_context.has_rollout_hooks():
                 closed = outcome in ("closed", "collected")
                 status = rl_context.rollout_status(exc, closed=closed)
                 rl_context.fire_rollout_end(self.rollout, status, exc)
@@ -326,19 +341,19 @@ def _start(
     rollout = rl_context.current_rollout()
     implicit = False
     if rollout is None and spec.kind == SPAN_KIND_AGENT:
-        rollout = rl_context.RolloutInfo(name=name, implicit=True)
+        rollout = rl_context.implicit_rollout(name)
         implicit = True
         attributes[ROLLOUT_ROOT] = True
         attributes.update(rollout.attributes)
         token = rl_context.set_current(rollout)  # so the processor stamps the new ids
         try:
-            span = tracer.start_span(span_name, attributes=attributes)
+            span = tracing.start_with_attributes(tracer, span_name, attributes)
         finally:
             rl_context.reset_current(token)
     else:
-        span = tracer.start_span(span_name, attributes=attributes)
+        span = tracing.start_with_attributes(tracer, span_name, attributes)
     record = CallRecord(spec, span, rollout, implicit, key, capture)
-    if implicit:
+    if implicit and rl_context.has_rollout_hooks():
         tokens = record.activate()
         try:
             rl_context.fire_rollout_start(rollout)  # type: ignore[arg-type]
@@ -373,6 +388,12 @@ def bound_arguments(
     Falls back to ``{"args": [...], "kwargs": {...}}`` when the signature is unknown or the
     arguments do not bind (the call itself will then raise ``TypeError``).
     """
+    names = spec.positional_names
+    if names is not None and not kwargs and len(args) == len(names):
+        # What Signature.bind gives for this call, without its general machinery.
+        if spec.has_self:
+            return dict(zip(names[1:], args[1:]))
+        return dict(zip(names, args))
     positional = args[1:] if spec.has_self else args
     if spec.signature is not None:
         try:

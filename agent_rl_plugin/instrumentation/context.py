@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agent_rl_plugin.ids import new_id
+from agent_rl_plugin import plugins as _plugins
 from agent_rl_plugin import tracing
 from agent_rl_plugin.instrumentation.spans import end_span, is_cancellation, log_failure, record_error
 from agent_rl_plugin.semconv import (
@@ -119,13 +120,60 @@ def rollout_status(exc: BaseException | None, closed: bool = False) -> str:
     return "error"
 
 
+def implicit_rollout(name: str | None) -> RolloutInfo:
+    """``RolloutInfo(name=name, implicit=True)``, built without the frozen dataclass's
+    ``__init__`` (one ``__dict__`` update instead of a guarded set per field): same fields, same
+    order, same cached ``attributes``."""
+    rollout_id = new_id()
+    info = object.__new__(RolloutInfo)
+    info.__dict__.update(
+        rollout_id=rollout_id,
+        task_id=None,
+        group_id=None,
+        metadata={},
+        name=name,
+        implicit=True,
+        attributes={ROLLOUT_ID: rollout_id},
+    )
+    return info
+
+
+def _has_impls(caller: Any) -> bool:
+    impls = getattr(caller, "_hookimpls", None)  # pluggy's list; get_hookimpls() copies it
+    if isinstance(impls, list):
+        return bool(impls)
+    return bool(caller.get_hookimpls())
+
+
+# (plugin manager, its rollout-start hook's implementation list, rollout-end's): pluggy keeps
+# one list per hook and registers/unregisters in place, so the lists stay current.
+_ROLLOUT_IMPLS: tuple[Any, Any, Any] = (None, None, None)
+
+
+def has_rollout_hooks() -> bool:
+    """Whether any ``agent_rl_rollout_start``/``_end`` hook is registered (most processes
+    have none: callers then skip entering the call's context for them). True when unsure."""
+    global _ROLLOUT_IMPLS
+    try:
+        pm = _plugins.get_plugin_manager()
+        cached = _ROLLOUT_IMPLS
+        if cached[0] is not pm:
+            hook = pm.hook
+            start = getattr(hook.agent_rl_rollout_start, "_hookimpls", None)
+            end = getattr(hook.agent_rl_rollout_end, "_hookimpls", None)
+            if not (isinstance(start, list) and isinstance(end, list)):  # another pluggy
+                return _has_impls(hook.agent_rl_rollout_start) or _has_impls(hook.agent_rl_rollout_end)
+            cached = _ROLLOUT_IMPLS = (pm, start, end)
+        return bool(cached[1] or cached[2])
+    except Exception:
+        return True
+
+
 def fire_rollout_start(info: RolloutInfo) -> None:
     """Call the ``agent_rl_rollout_start`` hook; failures are logged and swallowed."""
     try:
-        from agent_rl_plugin.plugins import get_plugin_manager
-
-        caller = get_plugin_manager().hook.agent_rl_rollout_start
-        if caller.get_hookimpls():  # most processes have none: skip pluggy's call machinery
+        caller = _plugins.get_plugin_manager().hook.agent_rl_rollout_start
+        if _has_impls(caller):  # most processes have none: skip pluggy's call machinery
             caller(rollout=info)
     except Exception:
         log_failure("an agent_rl_rollout_start hook")
@@ -134,10 +182,8 @@ def fire_rollout_start(info: RolloutInfo) -> None:
 def fire_rollout_end(info: RolloutInfo, status: str, error: BaseException | None) -> None:
     """Call the ``agent_rl_rollout_end`` hook; failures are logged and swallowed."""
     try:
-        from agent_rl_plugin.plugins import get_plugin_manager
-
-        caller = get_plugin_manager().hook.agent_rl_rollout_end
-        if caller.get_hookimpls():
+        caller = _plugins.get_plugin_manager().hook.agent_rl_rollout_end
+        if _has_impls(caller):
             caller(rollout=info, status=status, error=error)
     except Exception:
         log_failure("an agent_rl_rollout_end hook")

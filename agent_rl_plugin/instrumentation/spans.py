@@ -136,9 +136,60 @@ def to_json_text(value: Any) -> str:
 def set_attributes(span: Span, attributes: Mapping[str, Any]) -> None:
     """Set attributes on ``span``, skipping ``None`` values. Never raises."""
     try:
-        span.set_attributes({k: v for k, v in attributes.items() if v is not None})
+        items = {k: v for k, v in attributes.items() if v is not None}
+        if not _set_clean(span, items):
+            span.set_attributes(items)
     except Exception:
         log_failure("setting span attributes")
+
+
+def _sdk_span_internals() -> tuple[type, type] | None:
+    """(SDK span class, BoundedAttributes) when the SDK's internals are the ones
+    :func:`_set_clean` was written against, else ``None`` (then the public API is used)."""
+    try:
+        from opentelemetry.attributes import BoundedAttributes
+        from opentelemetry.sdk.trace import _Span
+
+        probe = BoundedAttributes(None, None, immutable=False)
+        if not all(hasattr(probe, a) for a in ("_dict", "_lock", "_immutable", "maxlen", "max_value_len")):
+            return None
+        return _Span, BoundedAttributes
+    except Exception:
+        return None
+
+
+_SDK = _sdk_span_internals()
+_PLAIN = (str, bool, int, float)
+
+
+def _set_clean(span: Span, items: dict[str, Any]) -> bool:
+    """Store already-valid attributes (non-empty str keys; str/bool/int/float values within
+    the span's limits) straight into an SDK span's attribute mapping, under the span's and the
+    mapping's locks, as ``Span.set_attributes`` would store them after validating each value.
+    Returns False, having done nothing, for anything else (the caller then uses the API)."""
+    if _SDK is None or type(span) is not _SDK[0] or not items:
+        return False
+    bounded = span._attributes  # noqa: SLF001
+    if type(bounded) is not _SDK[1] or bounded.maxlen is not None and (
+        len(bounded._dict) + len(items) > bounded.maxlen  # noqa: SLF001
+    ):
+        return False
+    limit = bounded.max_value_len
+    for key, value in items.items():
+        if type(key) is not str or not key or type(value) not in _PLAIN:
+            return False
+        if limit is not None and type(value) is str and len(value) > limit:
+            return False
+    with span._lock:  # noqa: SLF001
+        if span._end_time is not None or bounded._immutable:  # noqa: SLF001
+            return False  # the API logs "Setting attribute on ended span."
+        with bounded._lock:  # noqa: SLF001
+            store = bounded._dict  # noqa: SLF001
+            for key, value in items.items():
+                if key in store:
+                    del store[key]
+                store[key] = value
+    return True
 
 
 def end_span(span: Span, end_time: int | None = None) -> None:

@@ -84,6 +84,29 @@ class _CursorRequest:
 
 _STOP = object()
 
+#: DuckDB settings of the writer's connection while only the writer uses it. Appending Arrow
+#: batches needs little memory and no parallelism, but DuckDB's defaults (80% of RAM, one
+#: thread per core) let its buffer pool and per-thread state grow by tens of MB in a recording
+#: agent. A reader served from the same connection (:meth:`StoreWriter.reader_cursor`) gets
+#: the defaults back first (its queries may need them).
+WRITER_SETTINGS = (("memory_limit", "'64MB'"), ("threads", "1"))
+
+
+def _limit_writer_memory(connection: duckdb.DuckDBPyConnection) -> None:
+    for name, value in WRITER_SETTINGS:
+        try:
+            connection.execute(f"SET {name} = {value}")
+        except duckdb.Error:  # pragma: no cover - an older DuckDB without the setting
+            pass
+
+
+def _restore_reader_settings(connection: duckdb.DuckDBPyConnection) -> None:
+    for name, _ in WRITER_SETTINGS:
+        try:
+            connection.execute(f"RESET {name}")
+        except duckdb.Error:  # pragma: no cover
+            pass
+
 
 class StoreWriter:
     """Queue + thread + connection for one database file (see the module contract)."""
@@ -259,6 +282,7 @@ class StoreWriter:
             return None
         try:
             self._connection, _ = open_write_connection(self.path)
+            _limit_writer_memory(self._connection)
         except Exception as exc:
             self._open_failed_at = time.monotonic()
             self._report("locked" if isinstance(exc, StoreLockedError) else "open", exc)
@@ -280,6 +304,7 @@ class StoreWriter:
         try:
             connection = self._open(force=True)
             assert connection is not None
+            _restore_reader_settings(connection)
             request.cursor = connection.cursor()
         except BaseException as exc:
             request.error = exc
