@@ -75,6 +75,13 @@ class RLConfig(BaseModel):
     max_queue_size: int = Field(
         65_536, ge=1, description="Finished spans held in memory before new ones are dropped."
     )
+    queue_full_wait_ms: int = Field(
+        2_000,
+        ge=0,
+        description="When the span queue is full, the thread finishing a span waits up to this "
+        "long for room (back-pressure: a burst slows the agent instead of losing spans); 0 "
+        "drops at once, as the OpenTelemetry SDK does. Drops are counted (tracing.dropped_spans()).",
+    )
     flush_on_sigterm: bool = Field(
         True,
         description="When configure() runs in the main thread, install a SIGTERM handler that "

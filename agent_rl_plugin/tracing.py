@@ -30,6 +30,7 @@ import atexit
 import logging
 import signal
 import threading
+import time
 from typing import Any, Callable
 
 from opentelemetry import context as otel_context
@@ -304,6 +305,7 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
             max_queue_size=config.max_queue_size,
             max_export_batch_size=min(config.export_batch_size, config.max_queue_size),
             schedule_delay_millis=config.export_delay_ms,
+            queue_full_wait_s=config.queue_full_wait_ms / 1000,
         )
         children.append((batch, wrapped))
     old = processor.set_children(children)
@@ -376,26 +378,48 @@ def _make_copy_only_changed() -> type:
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """OpenTelemetry's batch processor, counting the spans it drops because its queue is full
-    (the SDK only logs a warning per span): :attr:`dropped`, summed by :func:`dropped_spans`.
-    The first drop is logged once as an error with the fix."""
+    """OpenTelemetry's batch processor with back-pressure and a drop count.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    When its queue is full, the thread ending a span wakes the export thread and waits up to
+    ``queue_full_wait_s`` for room (the SDK would drop the oldest queued span at once, with only
+    a warning per span); a span that still finds no room is dropped and counted in
+    :attr:`dropped` (summed by :func:`dropped_spans`), the first drop logged once as an error
+    with the fix. Spans ended while the export thread itself is exporting never wait."""
+
+    def __init__(self, *args: Any, queue_full_wait_s: float = 0.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.dropped = 0
+        self.waited = 0
+        self.queue_full_wait_s = max(0.0, float(queue_full_wait_s))
 
     def on_end(self, span: ReadableSpan) -> None:
         inner = getattr(self, "_batch_processor", None)
         queue, limit = getattr(inner, "_queue", None), getattr(inner, "_max_queue_size", None)
         if queue is not None and limit is not None and len(queue) >= limit:
-            self.dropped += 1
-            if self.dropped == 1:
-                logger.error(
-                    "agent-rl: the span queue is full (max_queue_size=%d): spans are being dropped "
-                    "[fix: raise max_queue_size, or lower export_delay_ms; count: agent_rl_plugin.tracing.dropped_spans()]",
-                    limit,
-                )
+            if not self._wait_for_room(inner, queue, limit):
+                self.dropped += 1
+                if self.dropped == 1:
+                    logger.error(
+                        "agent-rl: the span queue is full (max_queue_size=%d): spans are being dropped "
+                        "[fix: raise max_queue_size or queue_full_wait_ms, or lower export_delay_ms; "
+                        "count: agent_rl_plugin.tracing.dropped_spans()]",
+                        limit,
+                    )
         super().on_end(span)
+
+    def _wait_for_room(self, inner: Any, queue: Any, limit: int) -> bool:
+        if self.queue_full_wait_s <= 0 or threading.current_thread() is getattr(inner, "_worker_thread", None):
+            return False
+        self.waited += 1
+        awaken = getattr(inner, "_worker_awaken", None)
+        deadline = time.monotonic() + self.queue_full_wait_s
+        while len(queue) >= limit:
+            if awaken is not None:
+                awaken.set()
+            if time.monotonic() >= deadline or getattr(inner, "_shutdown", False):
+                return False
+            time.sleep(0.001)
+        return True
 
 
 def dropped_spans() -> int:

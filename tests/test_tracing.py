@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import duckdb
 import pytest
@@ -329,3 +330,30 @@ def test_spans_dropped_by_a_full_queue_are_counted_and_reported(caplog):
     provider.shutdown()
     assert 30 <= processor.dropped <= 38  # the queue (4) and the batch being exported were kept
     assert sum("span queue is full" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_full_queue_slows_the_agent_instead_of_dropping_spans():
+    """Back-pressure (queue_full_wait_ms): the thread ending a span waits for the exporter."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from agent_rl_plugin.tracing import CountingBatchSpanProcessor
+
+    exported: list[str] = []
+
+    class Slow(SpanExporter):
+        def export(self, spans):
+            time.sleep(0.01)
+            exported.extend(s.name for s in spans)
+            return SpanExportResult.SUCCESS
+
+    processor = CountingBatchSpanProcessor(Slow(), max_queue_size=4, max_export_batch_size=2,
+                                           schedule_delay_millis=10, queue_full_wait_s=5.0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for i in range(40):
+        tracer.start_span(f"s{i}").end()
+    provider.shutdown()
+    assert processor.dropped == 0 and processor.waited > 0
+    assert sorted(exported) == sorted(f"s{i}" for i in range(40))
