@@ -43,6 +43,8 @@ LrOption = typer.Option(None, "--lr", help="Learning rate.")
 BatchOption = typer.Option(None, "--batch-size", help="Per-device batch size (default: hardware profile).")
 LoraOption = typer.Option(None, "--lora-r", help="LoRA rank (default: hardware profile).")
 SaveStepsOption = typer.Option(None, "--save-steps", help="Save a checkpoint every N steps (enables checkpoints).")
+WhereOption = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view.")
+SqlOption = typer.Option(None, "--sql", help="A full read-only query returning rollout_id.")
 ResumeOption = typer.Option(
     None, "--resume", help="Resume from a checkpoint directory, or 'latest' for the newest under --out."
 )
@@ -178,8 +180,8 @@ def kto_command(
     model: Optional[str] = ModelOption,
     config_file: Optional[str] = ConfigOption,
     db: str = DbOption,
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
-    sql: Optional[str] = typer.Option(None, "--sql", help="A full read-only query returning rollout_id."),
+    where: Optional[str] = WhereOption,
+    sql: Optional[str] = SqlOption,
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Train on a KTO JSONL file instead of the store."),
     out: Optional[str] = OutOption,
     epochs: Optional[float] = EpochsOption,

@@ -32,6 +32,8 @@ from agent_rl_plugin.cli.train import (
     OutOption,
     ResumeOption,
     SaveStepsOption,
+    SqlOption,
+    WhereOption,
     app,
     common_flags,
     print_summary,
@@ -39,6 +41,10 @@ from agent_rl_plugin.cli.train import (
 )
 from agent_rl_plugin.cli.train_support import apply_profile, build_config, load_jsonl_dataset, losses, store_error, train_recorded
 from agent_rl_plugin.train.distributed import is_main_process
+
+
+BetaOption = typer.Option(None, "--beta", help="KL coefficient against the base model (0: none).")
+EpsilonOption = typer.Option(None, "--epsilon", help="Clipping range of the importance ratio.")
 
 
 class Level(str, Enum):
@@ -200,6 +206,20 @@ def run_grpo_offline(
     return summary
 
 
+def _report(run: Any, json_output: bool) -> None:
+    """Run a command's work; print its summary (or JSON), or its error as one line plus the fix."""
+    try:
+        summary = run()
+    except UserError as exc:
+        fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
+    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
+        return
+    if json_output:
+        print_json(summary)
+    else:
+        print_summary(summary)
+
+
 def _grpo_flags(common: dict[str, Any], beta, epsilon) -> dict[str, Any]:
     return {**common, "beta": beta, "epsilon": epsilon}
 
@@ -211,8 +231,8 @@ def grpo_command(
     db: str = DbOption,
     offline: bool = typer.Option(False, "--offline", help="Train on the logged groups' completions instead of sampling."),
     level: Level = typer.Option(Level.episode, "--level", help="--offline: 'episode' (GRPO groups) or 'step' (GiGPO)."),
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
-    sql: Optional[str] = typer.Option(None, "--sql", help="A full read-only query returning rollout_id."),
+    where: Optional[str] = WhereOption,
+    sql: Optional[str] = SqlOption,
     tasks: bool = typer.Option(False, "--tasks", help="Online: take prompts from the tasks table (--where filters it)."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="--offline: a JSONL file of GRPO groups or step rows."),
     reward: Optional[list[str]] = typer.Option(
@@ -227,8 +247,8 @@ def grpo_command(
     lora_r: Optional[int] = LoraOption,
     save_steps: Optional[int] = SaveStepsOption,
     resume: Optional[str] = ResumeOption,
-    beta: Optional[float] = typer.Option(None, "--beta", help="KL coefficient against the base model (0: none)."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Clipping range of the importance ratio."),
+    beta: Optional[float] = BetaOption,
+    epsilon: Optional[float] = EpsilonOption,
     num_generations: Optional[int] = typer.Option(None, "--num-generations", help="Online: samples per prompt."),
     max_completion_length: Optional[int] = typer.Option(None, "--max-completion-length", help="Online: new tokens per sample."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Online: sampling temperature."),
@@ -237,7 +257,8 @@ def grpo_command(
     json_output: bool = JsonOption,
 ) -> None:
     """Train a LoRA adapter with GRPO: online (sampling, scored by reward plugins) or --offline."""
-    try:
+
+    def run() -> dict[str, Any]:
         flags = _grpo_flags(common_flags(epochs, max_steps, lr, batch_size, lora_r, save_steps, resume), beta, epsilon)
         weights = parse_rewards(reward)
         if offline:
@@ -246,26 +267,19 @@ def grpo_command(
                                 "drop them, or drop --offline")
             flags["advantage_level"] = level.value
             config = build_config("offline_grpo", config_file, model, out, flags)
-            summary = run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
-                                       dataset_file=dataset, weights=weights, from_table=from_table, run_id=run_id,
-                                       quiet=json_output)
-        else:
-            if dataset or from_table or run_id or level != Level.episode:
-                raise UserError("--dataset, --level, --from-table and --advantages-run need --offline",
-                                "add --offline to train on logged completions")
-            flags.update(num_generations=num_generations, max_completion_length=max_completion_length,
-                         temperature=temperature)
-            config = build_config("grpo", config_file, model, out, flags)
-            summary = run_grpo_online(config, db=source_db(db, needed=True), rewards=weights or {}, where=where,
-                                      sql=sql, tasks=tasks, quiet=json_output)
-    except UserError as exc:
-        fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
-    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
-        return
-    if json_output:
-        print_json(summary)
-    else:
-        print_summary(summary)
+            return run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
+                                    dataset_file=dataset, weights=weights, from_table=from_table, run_id=run_id,
+                                    quiet=json_output)
+        if dataset or from_table or run_id or level != Level.episode:
+            raise UserError("--dataset, --level, --from-table and --advantages-run need --offline",
+                            "add --offline to train on logged completions")
+        flags.update(num_generations=num_generations, max_completion_length=max_completion_length,
+                     temperature=temperature)
+        config = build_config("grpo", config_file, model, out, flags)
+        return run_grpo_online(config, db=source_db(db, needed=True), rewards=weights or {}, where=where,
+                               sql=sql, tasks=tasks, quiet=json_output)
+
+    _report(run, json_output)
 
 
 @app.command("gigpo")
@@ -273,8 +287,8 @@ def gigpo_command(
     model: Optional[str] = ModelOption,
     config_file: Optional[str] = ConfigOption,
     db: str = DbOption,
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
-    sql: Optional[str] = typer.Option(None, "--sql", help="A full read-only query returning rollout_id."),
+    where: Optional[str] = WhereOption,
+    sql: Optional[str] = SqlOption,
     dataset: Optional[str] = typer.Option(None, "--dataset", help="A JSONL file of step rows (prompt, completion, advantage)."),
     reward: Optional[list[str]] = typer.Option(None, "--reward", "-r", help="Rewards combined into the advantages (NAME[=W])."),
     out: Optional[str] = OutOption,
@@ -285,24 +299,19 @@ def gigpo_command(
     lora_r: Optional[int] = LoraOption,
     save_steps: Optional[int] = SaveStepsOption,
     resume: Optional[str] = ResumeOption,
-    beta: Optional[float] = typer.Option(None, "--beta", help="KL coefficient against the base model (0: none)."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Clipping range of the importance ratio."),
+    beta: Optional[float] = BetaOption,
+    epsilon: Optional[float] = EpsilonOption,
     from_table: bool = typer.Option(False, "--from-table", help="Read advantages from the advantages table."),
     run_id: Optional[str] = typer.Option(None, "--advantages-run", help="That advantages run's rows."),
     json_output: bool = JsonOption,
 ) -> None:
     """Offline GiGPO: per-step advantages, tool results masked (same as grpo --offline --level step)."""
-    try:
+
+    def run() -> dict[str, Any]:
         flags = _grpo_flags(common_flags(epochs, max_steps, lr, batch_size, lora_r, save_steps, resume), beta, epsilon)
         config = build_config("gigpo", config_file, model, out, flags)
-        summary = run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
-                                   dataset_file=dataset, weights=parse_rewards(reward), from_table=from_table,
-                                   run_id=run_id, quiet=json_output)
-    except UserError as exc:
-        fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
-    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
-        return
-    if json_output:
-        print_json(summary)
-    else:
-        print_summary(summary)
+        return run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
+                                dataset_file=dataset, weights=parse_rewards(reward), from_table=from_table,
+                                run_id=run_id, quiet=json_output)
+
+    _report(run, json_output)
