@@ -294,8 +294,10 @@ def select_rollouts(
     return table
 
 
-def _query_ids(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    """The distinct rollout ids a user query returns (checked to be read-only)."""
+def query_columns(connection: duckdb.DuckDBPyConnection, sql: str) -> tuple[str, list[str]]:
+    """``(inner, columns)`` of a user query: the query without its trailing ``;`` and its
+    lower-cased column names. Raises :class:`DatasetError` when it does not parse, does not
+    only read, or fails to plan."""
     from agent_rl_plugin.store import is_read_only_sql
 
     try:
@@ -309,6 +311,12 @@ def _query_ids(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
         columns = [c.lower() for c in connection.sql(f"SELECT * FROM ({inner}) AS _q LIMIT 0").columns]
     except duckdb.Error as exc:
         raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
+    return inner, columns
+
+
+def _query_ids(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """The distinct rollout ids a user query returns (checked to be read-only)."""
+    inner, columns = query_columns(connection, sql)
     if "rollout_id" not in columns:
         raise DatasetError(
             f"the query must return a rollout_id column (it returns {', '.join(columns) or 'nothing'})",

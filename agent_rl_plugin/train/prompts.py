@@ -39,7 +39,7 @@ import pyarrow as pa
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.data.conversations import Conversations, conversations
 from agent_rl_plugin.data.report import BuildReport, DatasetError
-from agent_rl_plugin.data.sql import arrow, attr, first_line, open_store, registered, select_rollouts
+from agent_rl_plugin.data.sql import arrow, attr, first_line, open_store, query_columns, registered, select_rollouts
 
 SOURCES = ("rollouts", "tasks")
 PROMPT_COLUMNS = ("prompt", "task_id", "ground_truth")
@@ -171,19 +171,7 @@ def _task_messages(prompt: str) -> list[dict[str, str]]:
 
 
 def _task_ids_query(connection: duckdb.DuckDBPyConnection, sql: str) -> str:
-    from agent_rl_plugin.store import is_read_only_sql
-
-    try:
-        read_only = is_read_only_sql(sql)
-    except duckdb.Error as exc:
-        raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
-    if not read_only:
-        raise DatasetError("the query must only read (SELECT ...): it would change the database")
-    inner = sql.strip().rstrip(";")
-    try:
-        columns = [c.lower() for c in connection.sql(f"SELECT * FROM ({inner}) AS _q LIMIT 0").columns]
-    except duckdb.Error as exc:
-        raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
+    inner, columns = query_columns(connection, sql)
     if "task_id" not in columns:
         raise DatasetError(
             f"with source='tasks' the query must return a task_id column (it returns {', '.join(columns) or 'nothing'})"
