@@ -35,6 +35,7 @@ import pytest
 
 import agent_rl_plugin as arl
 from agent_rl_plugin import tracing
+from agent_rl_plugin.store import open_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,9 +101,8 @@ def check_agent_unaffected(db: Path, caplog, cause: str, rollouts: int = 10, not
     stats = tracing.STATE.exporters["duckdb"].stats
     assert stats["spans_received"] == rollouts * 6  # rollout, agent, 3 tools, LLM call
     assert stats["spans_written"] + stats["spans_dropped"] == stats["spans_received"]
-    assert stats["spans_dropped"] > 0
     if nothing_fits:
-        assert stats["spans_written"] == 0
+        assert stats["spans_written"] == 0 and stats["spans_dropped"] > 0
     errors = errors_logged(caplog)
     assert len(errors) == 1, errors  # one error, not one per span or batch
     assert str(db) in errors[0] and cause in errors[0], errors[0]
@@ -200,15 +200,23 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_full_tmpfs_agent_unaffected(plugin_manager, small_tmpfs, caplog):
-    # What fits is written; the rest is dropped once the 1 MiB are used up.
+    # What fits is kept (in the database, or as spool segments beside it when only the
+    # database's own growth no longer fits); what does not is dropped and counted.
     stats = check_agent_unaffected(small_tmpfs / "agent.duckdb", caplog, "the disk is full (ENOSPC)",
                                    rollouts=100, nothing_fits=False)
     assert "No space left on device" in stats["last_error"]
+    kept = tracing.STATE.exporters["duckdb"].stats["spans_written"]
+    tracing.shutdown()
+    connection = open_reader(small_tmpfs / "agent.duckdb")  # the database plus the spool
+    try:
+        assert connection.execute("select count(*) from spans").fetchone()[0] == kept
+    finally:
+        connection.close()
 
 
-#: argv: db path. Records, flushes, then caps file sizes just above what is there
-#: (RLIMIT_FSIZE, SIGXFSZ ignored: writes past it fail with EFBIG), records more, lifts the cap,
-#: records more. Prints one JSON line with the results and counters.
+#: argv: db path. Records, flushes, then caps file sizes below the database's (RLIMIT_FSIZE,
+#: SIGXFSZ ignored: writes past it fail with EFBIG), records more, lifts the cap, records more.
+#: Prints one JSON line with the results and counters.
 DISK_FULL_AGENT = AGENT_CODE + textwrap.dedent(
     """
     import json, os, resource, signal, sys
@@ -223,8 +231,9 @@ DISK_FULL_AGENT = AGENT_CODE + textwrap.dedent(
     written_before = exporter.stats["spans_written"]
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    sizes = [os.path.getsize(p) for p in (db, db + ".wal") if os.path.exists(p)]
-    cap = max(sizes) + 16_384
+    # Files may not grow past 256 KiB: the database (already bigger) and its log cannot take
+    # the rollouts below; small spool segments can.
+    cap = 256 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, resource.RLIM_INFINITY))
     try:
         out["during"] = run(agent, 5, 40, True)
@@ -232,11 +241,14 @@ DISK_FULL_AGENT = AGENT_CODE + textwrap.dedent(
     except BaseException as exc:
         out["raised"] = repr(exc)
     full = exporter.stats
+    from agent_rl_plugin.store.spool import list_segments
+    out["unmerged_during"] = len(list_segments(db))
 
     resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     recovered_from = full["spans_written"]
     out["after"] = run(agent, 45, 5, True)
     out["flush_after"] = arl.flush(30)
+    out["unmerged_after"] = len(list_segments(db))
     after = exporter.stats
     out.update(written_before=written_before, full_stats=full, after_stats=after,
                written_after_room=after["spans_written"] - recovered_from)
@@ -260,10 +272,13 @@ def test_file_size_limit_agent_unaffected_one_error_and_recovers(tmp_path):
     spans_per_rollout = 6  # rollout, agent, 3 tools, LLM call
     assert out["written_before"] == 5 * spans_per_rollout
     full, after = out["full_stats"], out["after_stats"]
-    assert full["spans_dropped"] > 0  # the cap was hit ...
-    assert full["spans_written"] + full["spans_dropped"] == 45 * spans_per_rollout
-    assert out["written_after_room"] == 5 * spans_per_rollout  # ... and writing resumed by itself
-    assert after["spans_dropped"] == full["spans_dropped"]
+    # The database could not grow, but the small spool segments could: nothing was dropped,
+    # the spans waited beside the file ...
+    assert full["spans_dropped"] == 0 and full["spans_written"] == 45 * spans_per_rollout
+    assert out["unmerged_during"] > 0
+    # ... and were merged by themselves once there was room.
+    assert out["written_after_room"] == 5 * spans_per_rollout and after["spans_dropped"] == 0
+    assert out["unmerged_after"] == 0
 
     # One clear error line (Python's last-resort handler prints it to stderr), no traceback.
     logged = [line for line in result.stderr.splitlines() if "agent-rl:" in line]
@@ -272,8 +287,9 @@ def test_file_size_limit_agent_unaffected_one_error_and_recovers(tmp_path):
     assert "File too large" in logged[0] and "fix:" in logged[0]
     assert "Traceback" not in result.stderr
 
-    # The file opens afterwards, read-only and read-write, with what was written.
+    # The file opens afterwards, read-only and read-write, with every span.
     expected = after["spans_written"]
+    assert expected == 50 * spans_per_rollout
     for read_only in (True, False):
         connection = duckdb.connect(str(db), read_only=read_only)
         try:

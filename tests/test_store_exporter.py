@@ -20,7 +20,7 @@ from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.serialize import truncate
 from agent_rl_plugin.store import DuckDBSpanExporter, open_reader
 from agent_rl_plugin.store import rows as rows_module
-from agent_rl_plugin.store import writer as writer_module
+from agent_rl_plugin.store import spool_writer as spool_writer_module
 
 
 class Collect(SpanProcessor):
@@ -84,14 +84,14 @@ def test_ten_thousand_spans_land_in_few_batches(exporter, tmp_path: Path):
 
 
 def test_force_flush_waits_for_the_commit(exporter, tmp_path: Path, monkeypatch):
-    real_insert = writer_module.insert_batch
+    real_write = spool_writer_module.write_segment
     gate = threading.Event()
 
-    def slow_insert(*args: Any, **kwargs: Any) -> None:
+    def slow_write(*args: Any, **kwargs: Any) -> Any:
         gate.wait(10)
-        real_insert(*args, **kwargs)
+        return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(writer_module, "insert_batch", slow_insert)
+    monkeypatch.setattr(spool_writer_module, "write_segment", slow_write)
     exp = exporter()
     assert exp.force_flush(100)  # nothing exported yet: immediately true
     assert not (tmp_path / "spans.duckdb").exists()  # and no file is made for nothing
@@ -101,7 +101,7 @@ def test_force_flush_waits_for_the_commit(exporter, tmp_path: Path, monkeypatch)
     gate.set()
     assert exp.force_flush(10_000) is True
     assert exp.stats["spans_written"] == 5 and exp.stats["pending"] == 0
-    reader = open_reader(tmp_path / "spans.duckdb")  # through the live exporter's connection
+    reader = open_reader(tmp_path / "spans.duckdb")  # after the live exporter's flush
     try:
         assert reader.execute("select count(*) from spans").fetchone() == (5,)
     finally:
@@ -225,8 +225,8 @@ def test_failures_never_raise_out_of_the_exporter(tmp_path: Path, caplog):
 
 def test_a_full_queue_drops_instead_of_blocking(exporter, monkeypatch):
     gate = threading.Event()
-    real_insert = writer_module.insert_batch
-    monkeypatch.setattr(writer_module, "insert_batch", lambda *a, **k: (gate.wait(10), real_insert(*a, **k)))
+    real_write = spool_writer_module.write_segment
+    monkeypatch.setattr(spool_writer_module, "write_segment", lambda *a, **k: (gate.wait(10), real_write(*a, **k)))
     exp = exporter(max_pending_spans=10)
     assert exp.export(finished_spans(8)) is SpanExportResult.SUCCESS
     started = time.perf_counter()

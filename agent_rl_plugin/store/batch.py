@@ -34,35 +34,63 @@ _DERIVED_KEYS = (sc.ROLLOUT_ID, sc.TASK_ID, sc.GROUP_ID, sc.ROLLOUT_ROOT, sc.GEN
 _PATHS = "[" + ", ".join(f"'$.\"{key}\"'" for key in _DERIVED_KEYS) + "]"
 _PASS_THROUGH = [name for name in SPAN_SCHEMA.names if name not in ("start_unix_nano", "end_unix_nano")]
 
-#: The batch's columns plus, read from the attributes JSON in one parse: rollout_id (else the
-#: trace id), task_id, group_id, operation, span_kind, and is_rollout_root (the root flag, or a
-#: parentless span with an operation name and no rollout id: a foreign framework's root).
-INSERT_SPANS_SQL = f"""INSERT INTO spans ({", ".join(_PASS_THROUGH)}, start_time, end_time, duration_ms,
-    rollout_id, task_id, group_id, is_rollout_root, operation, span_kind,
-    start_unix_nano, end_unix_nano, ingested_at)
-SELECT {", ".join(_PASS_THROUGH)},
-    make_timestamp(start_unix_nano // 1000),
-    make_timestamp(end_unix_nano // 1000),
-    (end_unix_nano - start_unix_nano) / 1e6,
-    coalesce(k[1], trace_id),
-    k[2],
-    k[3],
-    coalesce(k[4] = 'true', false) OR (parent_span_id IS NULL AND k[1] IS NULL AND k[5] IS NOT NULL),
-    k[5],
-    k[6],
+#: The final columns of ``spans`` that :func:`spans_select_sql` produces, in order.
+SPAN_COLUMNS: tuple[str, ...] = (*_PASS_THROUGH, "start_time", "end_time", "duration_ms", "rollout_id", "task_id",
+                                 "group_id", "is_rollout_root", "operation", "span_kind", "start_unix_nano",
+                                 "end_unix_nano", "ingested_at")
+
+
+def spans_select_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
+    """SELECT of the ``spans`` table's columns (:data:`SPAN_COLUMNS`) from ``source``, a relation
+    with the columns of :data:`~agent_rl_plugin.store.rows.SPAN_SCHEMA` (a registered Arrow
+    table, or ``read_parquet`` of segment files). Times become ``TIMESTAMP`` columns, and
+    ``duration_ms`` is computed from the nanoseconds; from the attributes JSON, in one parse:
+    rollout_id (else the trace id), task_id, group_id, operation, span_kind, and
+    is_rollout_root (the root flag, or a parentless span with an operation name and no rollout
+    id: a foreign framework's root). ``ingested_at`` is an SQL expression (default: a parameter)."""
+    return f"""SELECT {", ".join(_PASS_THROUGH)},
+    make_timestamp(start_unix_nano // 1000) AS start_time,
+    make_timestamp(end_unix_nano // 1000) AS end_time,
+    (end_unix_nano - start_unix_nano) / 1e6 AS duration_ms,
+    coalesce(k[1], trace_id) AS rollout_id,
+    k[2] AS task_id,
+    k[3] AS group_id,
+    coalesce(k[4] = 'true', false) OR (parent_span_id IS NULL AND k[1] IS NULL AND k[5] IS NOT NULL) AS is_rollout_root,
+    k[5] AS operation,
+    k[6] AS span_kind,
     start_unix_nano,
     end_unix_nano,
-    ?::TIMESTAMP
-FROM (SELECT *, json_extract_string(attributes, {_PATHS}) AS k FROM {SPANS_VIEW})"""
+    {ingested_at} AS ingested_at
+FROM (SELECT *, json_extract_string(attributes, {_PATHS}) AS k FROM {source})"""
+
+
+def insert_spans_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
+    """``INSERT INTO spans`` of :func:`spans_select_sql` over ``source``."""
+    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(source, ingested_at)}"
+
 
 _REWARD_PASS = [n for n in REWARD_SCHEMA.names if n != "created_unix_nano"]
-INSERT_REWARDS_SQL = (
-    "INSERT INTO rewards ("
-    + ", ".join(_REWARD_PASS)
-    + ", created_at) SELECT "
-    + ", ".join(_REWARD_PASS)
-    + f", coalesce(make_timestamp(created_unix_nano // 1000), ?::TIMESTAMP) FROM {REWARDS_VIEW}"
-)
+#: The final columns of ``rewards`` that :func:`rewards_select_sql` produces, in order.
+REWARD_COLUMNS: tuple[str, ...] = (*_REWARD_PASS, "created_at")
+
+
+def rewards_select_sql(source: str, default_created_at: str = "?::TIMESTAMP") -> str:
+    """SELECT of the ``rewards`` columns (:data:`REWARD_COLUMNS`) from ``source`` (columns of
+    :data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`); ``created_at`` from the row's
+    nanoseconds, else ``default_created_at`` (an SQL expression, default: a parameter)."""
+    return (
+        f"SELECT {', '.join(_REWARD_PASS)}, "
+        f"coalesce(make_timestamp(created_unix_nano // 1000), {default_created_at}) AS created_at FROM {source}"
+    )
+
+
+def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") -> str:
+    """``INSERT INTO rewards`` of :func:`rewards_select_sql` over ``source``."""
+    return f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) {rewards_select_sql(source, default_created_at)}"
+
+
+INSERT_SPANS_SQL = insert_spans_sql(SPANS_VIEW)
+INSERT_REWARDS_SQL = insert_rewards_sql(REWARDS_VIEW)
 
 # Errors caused by the data of a row; anything else (I/O, a fatal or internal error, a closed
 # connection) is the database's and fails every row alike.

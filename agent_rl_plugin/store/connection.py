@@ -1,31 +1,39 @@
-"""Opening store files: for writing (with migrations), for reading, and SQL read-only checks.
+"""Opening store files for reading and writing, shared by many processes; read-only SQL checks.
 
 Contract:
 
-* :func:`connect_writer` opens ``path`` read-write (creating it and its folder), applies the
-  migrations and returns the connection. :func:`ensure_schema` does the same and closes it,
-  returning the migrations applied.
-* :func:`open_reader` returns a connection for reading:
+* Recording processes never hold the file: they write spool segments beside it
+  (:mod:`agent_rl_plugin.store.spool`), merged by whoever holds it next. Every opener here
+  therefore first flushes this process's live recorder of that file (so everything recorded
+  before the call is on disk), and waits a bounded time while another process holds the file.
+* :func:`connect_writer` opens ``path`` read-write (creating it and its folder, waiting up to
+  ``wait_s`` for the lock), applies the migrations, merges the spool segments and returns the
+  connection: the caller holds the file until it closes it, so keep it short.
+  :func:`ensure_schema` does the same and closes it, returning the migrations applied.
+* :func:`open_reader` returns a connection for reading, which sees every span flushed before
+  the call:
 
-  - when a live :class:`~agent_rl_plugin.store.exporter.DuckDBSpanExporter` of this process
-    writes that file, a cursor of the exporter's own connection, after everything it received
-    has been committed (DuckDB refuses a second, read-only connection to a file this process
-    has open read-write). The cursor stays valid until the exporter shuts down;
-  - otherwise a ``read_only=True`` connection (an older schema written by this package is
-    upgraded first, which needs a moment of write access);
-  - when another process holds the file and it is an ``agent-rl serve`` receiver (announced in
-    ``<db>.serve.json``), and ``snapshot`` is true: a read-only connection to a consistent copy
-    the receiver writes on request (``POST /snapshot``; the copy is unlinked once open, and it
-    costs a full copy of the file: ``agent-rl query`` uses the receiver's ``/query`` instead).
+  - a ``read_only=True`` connection, after merging the spool segments when the lock can be had
+    within a moment; segments it could not merge (another process reads the file) are shown
+    through temporary views (:mod:`agent_rl_plugin.store.reading`). An older schema written by
+    this package is upgraded first, which needs a moment of write access. While another process
+    writes the file, it waits up to ``wait_s`` (default 5 s);
+  - when an ``agent-rl serve`` receiver holds the file (announced in ``<db>.serve.json``), a
+    cursor of its connection in its own process, and elsewhere, with ``snapshot`` true, a
+    read-only connection to a consistent copy the receiver writes on request (``POST
+    /snapshot``; the copy is unlinked once open, and it costs a full copy of the file:
+    ``agent-rl query`` uses the receiver's ``/query`` instead).
 
 * Failures are :class:`~agent_rl_plugin.store.errors.StoreError`: no file ("no database at
-  PATH..."), not a DuckDB file, or :class:`~agent_rl_plugin.store.errors.StoreLockedError` when
-  another process holds the lock (its PID and the fix are in the message).
+  PATH..."), not a DuckDB file, or :class:`~agent_rl_plugin.store.lease.StoreBusy` (a
+  :class:`~agent_rl_plugin.store.errors.StoreLockedError`) when another process held the lock
+  for the whole wait (its PID, what it is doing and the fix are in the message).
 * :func:`is_read_only_sql` says whether every statement of ``sql`` only reads.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -33,17 +41,26 @@ from typing import Protocol
 
 import duckdb
 
-from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict, translate_duckdb_error
-from agent_rl_plugin.store.migrations import applied_migrations, migrate, pending_migrations
+from agent_rl_plugin.store.compaction import merge_segments
+from agent_rl_plugin.store.errors import StoreError, StoreLockedError
+from agent_rl_plugin.store.holders import holding, note
+from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_only, try_merge, with_wait, write_lease
+from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
+from agent_rl_plugin.store.opening import open_write_connection
+from agent_rl_plugin.store.reading import overlay_unmerged
+from agent_rl_plugin.store.spool import list_segments
+
+logger = logging.getLogger("agent_rl_plugin.store")
 
 NO_DATABASE = "no database at {path}: run an agent with agent-rl configured, or `agent-rl demo`"
 
 
 class WriterHandle(Protocol):
-    """What the exporter offers readers of the same process."""
+    """What a live writer of this process offers other users of the same file."""
 
-    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection:
-        """A cursor on the writer's connection once everything received so far is committed."""
+    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection | None:
+        """Once everything received so far is on disk: a cursor on the writer's own connection
+        when it holds the file (the receiver), else ``None`` (open the file as usual)."""
 
 
 _writers: dict[str, list[WriterHandle]] = {}
@@ -78,59 +95,41 @@ def live_writer(path: str | os.PathLike[str]) -> WriterHandle | None:
         return handles[-1] if handles else None
 
 
-def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    try:
-        return duckdb.connect(path, read_only=read_only)
-    except duckdb.Error as exc:
-        if read_only and is_config_conflict(exc):
-            # This process already has the file open read-write: share that database.
-            return _connect(path, read_only=False)
-        translated = translate_duckdb_error(exc, path)
-        if translated is not None:
-            raise translated from exc
-        raise StoreError(f"cannot open {path}: {exc}", path) from exc
+def _flushed_cursor(path: str, flush_timeout_s: float) -> duckdb.DuckDBPyConnection | None:
+    handle = live_writer(path)
+    return None if handle is None else handle.reader_cursor(flush_timeout_s)
 
 
-def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
-    """Open ``path`` read-write (creating its folder), apply migrations; (connection, applied).
-
-    Does not consult the in-process writer registry: this is what the exporter's writer thread
-    itself calls.
-    """
+def connect_writer(
+    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, wait_s: float = WRITE_WAIT_S,
+    what: str = "writing",
+) -> duckdb.DuckDBPyConnection:
+    """A read-write connection to ``path`` with every migration applied and the spool merged.
+    Close it when done: other processes wait while it is open. ``what`` is what the holder note
+    says (for other processes' lock messages)."""
     text = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(text))
+    cursor = _flushed_cursor(text, flush_timeout_s)
+    if cursor is not None:
+        return cursor
+    connection = with_wait(text, lambda: open_write_connection(text)[0], wait_s)
     try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the folder of {text}: {exc}", text) from exc
-    connection = _connect(text, read_only=False)
-    try:
-        applied = migrate(connection)
+        merge_segments(connection, text)
     except BaseException:
         connection.close()
         raise
-    return connection, applied
-
-
-def connect_writer(path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0) -> duckdb.DuckDBPyConnection:
-    """A read-write connection to ``path`` with every migration applied. Close it when done.
-
-    If a live exporter of this process writes ``path``, this is a cursor of its connection
-    (after a flush), since DuckDB lets one process hold a file once.
-    """
-    handle = live_writer(path)
-    if handle is not None:
-        return handle.reader_cursor(flush_timeout_s)
-    connection, _ = open_write_connection(path)
+    note(text, what)
     return connection
 
 
 def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
     """Create ``path`` if needed and apply missing migrations; returns the names applied."""
-    if live_writer(path) is not None:
-        connect_writer(path).close()  # the exporter migrated on open
+    text = os.fspath(path)
+    cursor = _flushed_cursor(text, 30.0)
+    if cursor is not None:
+        cursor.close()  # the receiver migrated on open
         return []
-    connection, applied = open_write_connection(path)
+    with holding(text, "creating or upgrading the schema"):
+        connection, applied = with_wait(text, lambda: open_write_connection(text), WRITE_WAIT_S)
     connection.close()
     return applied
 
@@ -156,17 +155,23 @@ def _receiver_snapshot(path: str) -> duckdb.DuckDBPyConnection | None:
 
 
 def open_reader(
-    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True, snapshot: bool = True
+    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True, snapshot: bool = True,
+    wait_s: float = READ_WAIT_S,
 ) -> duckdb.DuckDBPyConnection:
     """A connection for reading ``path`` (see the module contract). Close it when done."""
     text = os.fspath(path)
-    handle = live_writer(text)
-    if handle is not None:
-        return handle.reader_cursor(flush_timeout_s)
+    cursor = _flushed_cursor(text, flush_timeout_s)
+    if cursor is not None:
+        return cursor
+    if list_segments(text):
+        try:  # best effort: what is not merged, the overlay shows
+            try_merge(text, wait_s=min(1.0, wait_s))
+        except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
+            logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
     try:
-        connection = _connect(text, read_only=True)
+        connection = open_read_only(text, wait_s=wait_s)
     except StoreLockedError:
         copy = _receiver_snapshot(text) if snapshot else None
         if copy is None:
@@ -179,9 +184,15 @@ def open_reader(
             needs_upgrade = False
         if needs_upgrade:
             connection.close()
-            writer, _ = open_write_connection(text)
-            writer.close()
-            connection = _connect(text, read_only=True)
+            with write_lease(text, wait_s=wait_s, what="upgrading the schema"):
+                pass
+            connection = open_read_only(text, wait_s=wait_s)
+    try:
+        overlay_unmerged(connection, text)
+    except BaseException:
+        connection.close()
+        raise
+    note(text, "reading (an open_reader() connection)")
     return connection
 
 
@@ -216,7 +227,9 @@ def is_read_only_sql(sql: str) -> bool:
     of a read-only statement, and PRAGMAs that only report (``table_info``, ``show_tables``,
     ``database_size``, ``version``, ...). Everything else (INSERT, UPDATE, DELETE, CREATE, DROP,
     ALTER, ATTACH, DETACH, COPY, EXPORT, IMPORT, SET, RESET, USE, LOAD/INSTALL, CALL, CHECKPOINT,
-    VACUUM, transactions) is refused; so is an empty string. SQL that does not parse raises the
+    VACUUM, transactions) is refused, and so is a SELECT that holds a data-modifying part anywhere
+    (``WITH x AS (DELETE ... RETURNING *) SELECT ...``, also nested in subqueries: see
+    :func:`modifies_data`); so is an empty string. SQL that does not parse raises the
     ``duckdb.ParserException`` (a ``duckdb.Error``).
     """
     statements = duckdb.extract_statements(sql)
@@ -228,7 +241,7 @@ def is_read_only_sql(sql: str) -> bool:
 def _statement_reads_only(statement: "duckdb.Statement") -> bool:
     kind = statement.type
     if kind == duckdb.StatementType.SELECT:
-        return True
+        return not modifies_data(statement.query)
     text = _LEADING_COMMENTS.sub("", statement.query)
     if kind == duckdb.StatementType.EXPLAIN:
         inner = _EXPLAIN_PREFIX.sub("", text, count=1)
@@ -242,3 +255,84 @@ def _statement_reads_only(statement: "duckdb.Statement") -> bool:
         match = _PRAGMA_NAME.match(text)
         return bool(match) and match.group(1).lower() in _READ_PRAGMAS
     return False
+
+
+# Query nodes a reading SELECT is made of; anything else in the parse tree (DELETE_QUERY_NODE,
+# INSERT_QUERY_NODE, UPDATE_QUERY_NODE, a COPY in a CTE, node types of future DuckDB versions)
+# counts as data-modifying.
+_READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+# Words that start a statement which writes, outside strings, quoted names and comments: the
+# fallback when DuckDB cannot serialize a SELECT's parse tree (PIVOT statements, for one).
+_WRITING_WORDS = frozenset(
+    {
+        "alter", "attach", "call", "checkpoint", "copy", "create", "delete", "detach", "drop", "export",
+        "import", "insert", "install", "load", "merge", "pragma", "reset", "set", "truncate", "update",
+        "use", "vacuum",
+    }
+)
+_SQL_TOKENS = re.compile(
+    r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|--[^\n]*|/\*.*?(?:\*/|$)|\$\$.*?(?:\$\$|$)|([A-Za-z_][A-Za-z0-9_$]*)""",
+    re.DOTALL,
+)
+_parser_lock = threading.Lock()
+_parser: duckdb.DuckDBPyConnection | None = None
+
+
+def parse_tree(sql: str) -> dict | None:
+    """DuckDB's own parse tree of one SELECT statement (``json_serialize_sql``) as a dict, or
+    ``None`` when DuckDB cannot serialize it (not a SELECT, or a form such as PIVOT it does not
+    serialize). Runs on a private in-memory connection with external access disabled; nothing
+    is executed."""
+    global _parser
+    import json
+
+    with _parser_lock:
+        if _parser is None:
+            _parser = duckdb.connect(
+                ":memory:",
+                config={"enable_external_access": False, "autoinstall_known_extensions": False,
+                        "autoload_known_extensions": False, "lock_configuration": True},
+            )
+        try:
+            text = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+        except duckdb.Error:
+            return None
+    try:
+        tree = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(tree, dict) or tree.get("error"):
+        return None
+    return tree
+
+
+def _query_node_types(node: object, found: set[str]) -> set[str]:
+    """Every ``type`` ending in ``_NODE`` in the parse tree ``node`` (query nodes, at any depth)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE"):
+                found.add(kind)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def sql_words(sql: str) -> list[str]:
+    """The bare words of ``sql`` (lower case), skipping strings, quoted names and comments."""
+    return [match.group(1).lower() for match in _SQL_TOKENS.finditer(sql) if match.group(1)]
+
+
+def modifies_data(sql: str) -> bool:
+    """True when the SELECT statement ``sql`` holds a part that writes anywhere in it: a
+    data-modifying CTE (``WITH x AS (DELETE FROM spans RETURNING *) SELECT * FROM x``, also
+    INSERT/UPDATE/COPY, nested in subqueries or set operations). Decided on DuckDB's parse tree
+    (only SELECT, set operations and CTE nodes are reading); when DuckDB cannot serialize the
+    statement, conservatively on its words (any writing keyword outside strings and comments)."""
+    tree = parse_tree(sql)
+    if tree is None:
+        return bool(_WRITING_WORDS.intersection(sql_words(sql)))
+    return not _query_node_types(tree.get("statements", []), set()) <= _READING_NODES

@@ -16,9 +16,12 @@ import re
 
 import duckdb
 
+from agent_rl_plugin.store.holders import describe_holder
+
 LOCK_FIX = (
-    "run `agent-rl serve --db {path}` and point agents at it with "
-    "configure(otlp_endpoint=\"http://127.0.0.1:4318\"), or use another --db path"
+    "wait for it to finish and try again, or close its connection (a Python session that keeps "
+    "an open_reader() or duckdb.connect() connection holds the file until it closes it); "
+    "recording agents never hold the file, so they are not the cause"
 )
 
 _PID = re.compile(r"PID (\d+)")
@@ -39,18 +42,25 @@ class StoreLockedError(StoreError):
     ``pid`` is the holder's process id and ``holder`` its executable, when DuckDB reported them.
     """
 
-    def __init__(self, path: str, pid: int | None = None, holder: str | None = None, detail: str = "") -> None:
+    def __init__(
+        self, path: str, pid: int | None = None, holder: str | None = None, detail: str = "",
+        doing: str | None = None, waited_s: float | None = None,
+    ) -> None:
         who = "another process"
         if pid is not None:
             who = f"another process (PID {pid}{', ' + holder if holder else ''})"
+        if doing:
+            who += f", busy with {doing},"
+        waited = f" (waited {waited_s:.1f} s)" if waited_s else ""
         message = (
-            f"database {path} is locked: {who} has it open for writing, and DuckDB allows one "
-            f"writing process per file. Fix: {LOCK_FIX.format(path=path)}."
+            f"database {path} is locked{waited}: {who} has it open, and DuckDB lets one process "
+            f"write a file and no process read it meanwhile. Fix: {LOCK_FIX.format(path=path)}."
         )
         super().__init__(message, path)
         self.pid = pid
         self.holder = holder
         self.detail = detail
+        self.doing = doing
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -69,11 +79,13 @@ def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
     if is_lock_error(exc):
         pid_match = _PID.search(text)
         holder_match = _HOLDER.search(text)
+        pid = int(pid_match.group(1)) if pid_match else None
         return StoreLockedError(
             path,
-            pid=int(pid_match.group(1)) if pid_match else None,
+            pid=pid,
             holder=holder_match.group(1) if holder_match else None,
             detail=text,
+            doing=describe_holder(path, pid),
         )
     if is_config_conflict(exc):
         return StoreError(

@@ -44,7 +44,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
 from agent_rl_plugin.store.errors import StoreError
 from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
-from agent_rl_plugin.store.writer import ExportStats, StoreWriter
+from agent_rl_plugin.store.spool_writer import SpoolWriter
+from agent_rl_plugin.store.writer import ExportStats
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -163,7 +164,7 @@ class DuckDBSpanExporter(SpanExporter):
         self._converter = SpanConverter(
             normalizers=self._normalizers or (), max_attribute_size=max_attribute_size, on_error=self._report
         )
-        self._writer = StoreWriter(
+        self._writer = SpoolWriter(
             os.path.abspath(self.path),  # fixed now: a later chdir must not move the database
             stats=self._stats,
             report=self._report,

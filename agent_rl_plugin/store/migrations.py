@@ -296,6 +296,17 @@ CREATE TABLE training_metrics (
 COMMENT ON TABLE training_metrics IS 'Metrics logged during training runs: one row per (run, step, metric name).';
 {_comments("training_metrics", _TRAINING_METRICS_COMMENTS)}"""
 
+#: The ledger of merged spool segments (see :mod:`agent_rl_plugin.store.compaction`): a segment
+#: is merged in the same transaction as its row here, so a crash between the commit and the
+#: deletion of its files never inserts it twice.
+SEGMENT_LEDGER_TABLE = "_agent_rl_segments"
+SEGMENT_LEDGER_SQL = f"""CREATE TABLE {SEGMENT_LEDGER_TABLE} (
+    name VARCHAR PRIMARY KEY,
+    merged_at TIMESTAMP NOT NULL,
+    dropped_rows BIGINT NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE {SEGMENT_LEDGER_TABLE} IS 'Spool segments (<db>.spool/NAME.spans.parquet) merged into this file.'"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -313,6 +324,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ";\n".join(VIEWS_V2.values()) + ";",
     ),
     Migration("0007_training_runs", "Tables training_runs and training_metrics: training runs and their logged metrics.", TRAINING_RUNS_SQL),
+    Migration("0008_segment_ledger", "Table _agent_rl_segments: the spool segments merged into this file.", SEGMENT_LEDGER_SQL),
 )
 
 _lock = threading.Lock()

@@ -1,5 +1,10 @@
 """The single writer thread that owns a store's DuckDB connection.
 
+:class:`StoreWriter` holds the database for as long as it runs: what ``agent-rl serve`` uses,
+the one process that writes the file. A recording agent uses
+:class:`~agent_rl_plugin.store.spool_writer.SpoolWriter` instead, the same thread writing
+segment files, so that it never holds the database.
+
 Contract:
 
 * One daemon thread per :class:`StoreWriter`, started on first use. It alone touches the
@@ -17,6 +22,8 @@ Contract:
 * Nothing here raises into the caller except :meth:`reader_cursor` (a
   :class:`~agent_rl_plugin.store.errors.StoreError` when the database cannot be opened); every
   failure goes to ``report(kind, exc)`` and into :class:`ExportStats`.
+* Every ``merge_interval_s``, and on each flush, the thread merges the spool segments that
+  recording processes left beside the database (:mod:`agent_rl_plugin.store.compaction`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
-from agent_rl_plugin.store.connection import open_write_connection
+from agent_rl_plugin.store.compaction import merge_segments
+from agent_rl_plugin.store.opening import open_write_connection
+from agent_rl_plugin.store.spool import list_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
 from agent_rl_plugin.store.rows import SpanBatch
 
@@ -121,6 +130,7 @@ class StoreWriter:
         max_pending_spans: int = 500_000,
         reopen_interval_s: float = 5.0,
         linger_s: float = 0.25,
+        merge_interval_s: float = 1.0,
     ) -> None:
         self.path = path
         self.linger_s = linger_s
@@ -129,6 +139,7 @@ class StoreWriter:
         self.batch_rows = batch_rows
         self.max_pending_spans = max_pending_spans
         self.reopen_interval_s = reopen_interval_s
+        self.merge_interval_s = merge_interval_s
         self._lock = threading.Lock()
         self._reset()
 
@@ -140,6 +151,7 @@ class StoreWriter:
         self._pending = 0
         self._closed = False
         self._open_failed_at: float | None = None
+        self._merged_at = float("-inf")
 
     # --- caller side ----------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -196,8 +208,9 @@ class StoreWriter:
         self._queue.put(marker)
         return marker.done.wait(max(timeout_s, 0.0))
 
-    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection:
-        """A cursor of the writer's connection after a flush (opening the database if needed)."""
+    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection | None:
+        """A cursor of the writer's connection after a flush (opening the database if needed);
+        ``None`` from a writer that holds no connection (a spool writer)."""
         if self._closed:
             raise StoreError(f"the recorder of {self.path} is shut down", self.path)
         self._ensure_thread()
@@ -210,7 +223,6 @@ class StoreWriter:
             )
         if request.error is not None:
             raise request.error
-        assert request.cursor is not None
         return request.cursor
 
     def close(self, timeout_s: float = 30.0) -> None:
@@ -236,7 +248,12 @@ class StoreWriter:
                     self._write(batches)
             except Exception as exc:  # pragma: no cover - _write handles its own failures
                 self._report("writer", exc)
-            for other in items:
+            control = [i for i in items if not isinstance(i, SpanBatch)]
+            try:
+                self._housekeeping(force=bool(control), closing=_STOP in control)
+            except Exception as exc:  # pragma: no cover - _housekeeping handles its own failures
+                self._report("merge", exc)
+            for other in control:
                 if isinstance(other, _Marker):
                     other.done.set()
                 elif isinstance(other, _CursorRequest):
@@ -244,6 +261,23 @@ class StoreWriter:
                 elif other is _STOP:
                     stop = True
         self._discard_connection()
+
+    def _housekeeping(self, force: bool, closing: bool) -> None:
+        """Called by the thread after each round of writes (``force``: a flush, cursor or stop
+        request is waiting). Merges spool segments other processes left beside the database
+        into it, through the connection this writer holds, at most every
+        ``merge_interval_s`` unless forced."""
+        connection = self._connection
+        now = time.monotonic()
+        if connection is None or (not force and now - self._merged_at < self.merge_interval_s):
+            return
+        self._merged_at = now
+        if not list_segments(self.path):
+            return
+        try:
+            merge_segments(connection, self.path)
+        except Exception as exc:
+            self._report("merge", exc)
 
     def _collect(self) -> list[Any]:
         """The next items to handle: waits for one, then gathers more until ``batch_rows``

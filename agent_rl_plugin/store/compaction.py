@@ -1,0 +1,199 @@
+"""Merging spool segments into the database (see :mod:`agent_rl_plugin.store.spool`).
+
+Contract:
+
+* :func:`merge_segments` runs on a read-write connection of the database. It inserts the spans
+  and rewards of every segment not yet in the ledger table ``_agent_rl_segments`` together with
+  their ledger rows, in **one transaction per chunk** of segments, then deletes the merged
+  files. A crash between the commit and the deletion leaves files whose names the ledger holds:
+  the next merge deletes them without inserting them again. Segments are read with
+  ``read_parquet`` in SQL (no Python object is scanned), so a merge works at interpreter exit.
+* A chunk that fails on its data is retried segment by segment, and a failing segment is split
+  in halves by row ranges down to single rows, each in its own transaction: a bad row loses
+  only itself, and the dropped count is kept in the segment's ledger row and reported.
+  Errors that are not about the data (I/O, a lock, a closed connection) propagate; nothing is
+  deleted that is not merged.
+* :func:`agent_rl_plugin.store.lease.try_merge` does it in a short lease of the file.
+* Leftover ``.tmp-`` files of dead writers are removed on each merge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+import duckdb
+
+from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, is_data_error
+from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
+from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers, remove_segment
+
+logger = logging.getLogger("agent_rl_plugin.store")
+
+#: Segments merged in one transaction (bounds the SQL text and the memory of one INSERT).
+CHUNK_SEGMENTS = 256
+#: The time a segment was written, from its name (``<ns>-<pid>-<n>``): the rows' ``ingested_at``
+#: and the rewards' default ``created_at``, the same whether merged or read from the spool.
+SEGMENT_TIME_SQL = "make_timestamp(CAST(split_part(parse_filename(filename, true), '-', 1) AS BIGINT) // 1000)"
+
+
+def segment_source(paths_param: str = "?") -> str:
+    """``read_parquet`` of segment files given as a list parameter, with their file names."""
+    return f"read_parquet({paths_param}, filename = true)"
+
+
+@dataclass
+class MergeResult:
+    """What one merge did: segments merged, rows dropped by bad data, seconds spent."""
+
+    segments: int = 0
+    dropped_rows: int = 0
+    leftovers_removed: int = 0
+    undeleted: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def merged_names(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` the ledger holds."""
+    if not names:
+        return set()
+    rows = connection.execute(
+        f"SELECT name FROM {SEGMENT_LEDGER_TABLE} WHERE name IN (SELECT unnest(?::VARCHAR[]))", [list(names)]
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
+def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], rows: tuple[int, int] | None,
+            dropped: int = 0) -> None:
+    """Insert ``segments`` (or the row range ``rows`` = (offset, count) of a single one) and, when
+    the whole of each is done, their ledger rows: one transaction."""
+    spans_files = [s.spans_path for s in segments]
+    rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        if rows is None:
+            connection.execute(insert_spans_sql(segment_source(), SEGMENT_TIME_SQL), [spans_files])
+            if rewards_files:
+                connection.execute(
+                    insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files]
+                )
+            connection.execute(
+                f"INSERT INTO {SEGMENT_LEDGER_TABLE} (name, merged_at, dropped_rows) "
+                "SELECT unnest(?::VARCHAR[]), ?::TIMESTAMP, ?",
+                [[s.name for s in segments], _utc_now(), dropped],
+            )
+        else:
+            offset, count = rows
+            source = f"(SELECT * FROM {segment_source()} LIMIT {int(count)} OFFSET {int(offset)})"
+            connection.execute(insert_spans_sql(source, SEGMENT_TIME_SQL), [spans_files])
+        connection.execute("COMMIT")
+    except BaseException:
+        try:
+            connection.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        raise
+
+
+def _segment_rows(connection: duckdb.DuckDBPyConnection, segment: Segment) -> int:
+    return int(connection.execute("SELECT count(*) FROM read_parquet(?)", [[segment.spans_path]]).fetchone()[0])
+
+
+def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment, result: MergeResult) -> None:
+    """Merge one segment whose whole insert failed on its data: row ranges, halving down to
+    single rows; its rewards follow with the ledger row (a reward whose span was dropped is
+    kept: it still names its rollout)."""
+    total = _segment_rows(connection, segment)
+    dropped = 0
+
+    def attempt(offset: int, count: int) -> None:
+        nonlocal dropped
+        if count <= 0:
+            return
+        try:
+            _insert(connection, [segment], (offset, count))
+        except Exception as exc:
+            if not is_data_error(exc):
+                raise
+            if count == 1:
+                dropped += 1
+                if len(result.errors) < 5:
+                    result.errors.append(f"{segment.name} row {offset}: {str(exc).splitlines()[0]}")
+                return
+            half = count // 2
+            attempt(offset, half)
+            attempt(offset + half, count - half)
+
+    attempt(0, total)
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        if segment.rewards_path is not None:
+            connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [[segment.rewards_path]])
+        connection.execute(
+            f"INSERT INTO {SEGMENT_LEDGER_TABLE} (name, merged_at, dropped_rows) VALUES (?, ?, ?)",
+            [segment.name, _utc_now(), dropped],
+        )
+        connection.execute("COMMIT")
+    except BaseException:
+        try:
+            connection.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        raise
+    result.dropped_rows += dropped
+
+
+def merge_segments(
+    connection: duckdb.DuckDBPyConnection,
+    db_path: str | os.PathLike[str],
+    *,
+    segments: Sequence[Segment] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> MergeResult:
+    """Merge the spool segments of ``db_path`` through ``connection`` (see the module contract)."""
+    started = time.perf_counter()
+    result = MergeResult()
+    result.leftovers_removed = remove_leftovers(db_path)
+    todo = list(list_segments(db_path) if segments is None else segments)
+    if not todo:
+        result.seconds = time.perf_counter() - started
+        return result
+    done = merged_names(connection, [s.name for s in todo])
+    finished = [s for s in todo if s.name in done]  # merged before, files not deleted yet
+    todo = [s for s in todo if s.name not in done]
+    for start in range(0, len(todo), CHUNK_SEGMENTS):
+        chunk = todo[start:start + CHUNK_SEGMENTS]
+        try:
+            _insert(connection, chunk, None)
+        except Exception as exc:
+            if not is_data_error(exc):
+                raise
+            for segment in chunk:
+                try:
+                    _insert(connection, [segment], None)
+                except Exception as one_exc:
+                    if not is_data_error(one_exc):
+                        raise
+                    _merge_one_bisecting(connection, segment, result)
+        result.segments += len(chunk)
+        finished.extend(chunk)
+        if on_progress is not None:
+            on_progress(len(chunk))
+    result.undeleted = sum(not remove_segment(s) for s in finished)
+    result.seconds = time.perf_counter() - started
+    if result.dropped_rows:
+        logger.error(
+            "agent-rl: %d span rows of the spool of %s could not be stored (%s) and were dropped; "
+            "the rest of their segments was merged",
+            result.dropped_rows, db_path, "; ".join(result.errors),
+        )
+    return result

@@ -1,0 +1,97 @@
+"""Notes that say what a process holding a database is doing, for lock messages.
+
+DuckDB's lock error names the holder's PID and executable; it cannot say *what* the holder is
+doing. While this package holds a database, the process keeps a note
+``<db>.spool/holders/<pid>.json`` with ``what`` ("agent-rl score", "reading", "merging 3 spool
+segments") and since when; :func:`describe_holder` reads it back for an error message.
+
+Contract: notes are best effort (a note that cannot be written is skipped, never an error);
+a note of a dead process is ignored; :func:`holding` removes its note on exit (or restores the
+process's previous note when leases nest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+_lock = threading.Lock()
+_active: dict[str, list[str]] = {}  # db key -> stack of what this process is doing
+
+
+def _note_path(db_path: str, pid: int) -> str:
+    return os.path.abspath(db_path) + f".spool{os.sep}holders{os.sep}{pid}.json"
+
+
+def _write(db_path: str, what: str) -> None:
+    path = _note_path(db_path, os.getpid())
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        temp = f"{path}.{threading.get_ident()}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"pid": os.getpid(), "what": what, "since": time.time()}, handle)
+        os.replace(temp, path)
+    except OSError:
+        pass
+
+
+def _remove(db_path: str) -> None:
+    try:
+        os.remove(_note_path(db_path, os.getpid()))
+    except OSError:
+        pass
+
+
+@contextmanager
+def holding(db_path: str | os.PathLike[str], what: str) -> Iterator[None]:
+    """Keep a note that this process holds ``db_path`` doing ``what`` while the block runs."""
+    key = os.path.abspath(os.fspath(db_path))
+    with _lock:
+        stack = _active.setdefault(key, [])
+        stack.append(what)
+        _write(key, what)
+    try:
+        yield
+    finally:
+        with _lock:
+            stack = _active.get(key, [])
+            if what in stack:
+                stack.remove(what)
+            if stack:
+                _write(key, stack[-1])
+            else:
+                _active.pop(key, None)
+                _remove(key)
+
+
+def note(db_path: str | os.PathLike[str], what: str) -> None:
+    """Leave a note for a hold whose end this package does not see (a reader handed to the
+    user): it stays until the process ends or takes another note."""
+    key = os.path.abspath(os.fspath(db_path))
+    with _lock:
+        if not _active.get(key):
+            _write(key, what)
+
+
+def describe_holder(db_path: str | os.PathLike[str], pid: int | None) -> str | None:
+    """``"agent-rl score, for 12 s"`` from the note of process ``pid``, or ``None``."""
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    try:
+        with open(_note_path(os.fspath(db_path), pid)) as handle:
+            data = json.load(handle)
+        what, since = str(data["what"]), float(data["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return f"{what}, for {max(0.0, time.time() - since):.0f} s"

@@ -1,0 +1,112 @@
+"""Short, bounded holds on a store file shared by many processes.
+
+DuckDB lets one process write a file, and no other process read it meanwhile. So every process
+of this package holds a file only briefly, waits a bounded time when another one holds it, and
+says who does when it gives up.
+
+Contract:
+
+* :func:`write_lease` opens the file read-write (waiting up to ``wait_s`` for the lock, retrying
+  with growing pauses), merges the spool segments first (``merge=True``), yields the
+  connection, and closes it. While it runs, a holder note says ``what`` it is doing. If the lock
+  cannot be had in time it raises :class:`StoreBusy` (a
+  :class:`~agent_rl_plugin.store.errors.StoreLockedError` naming the holder, what it is doing
+  and how long we waited).
+* :func:`open_read_only` opens read-only with the same bounded wait.
+* :func:`try_merge` merges the segments in a lease when the lock can be had within ``wait_s``,
+  and returns ``None`` otherwise (or when there is nothing to merge).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+import duckdb
+
+from agent_rl_plugin.store.compaction import MergeResult, merge_segments
+from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict
+from agent_rl_plugin.store.holders import holding
+from agent_rl_plugin.store.opening import connect_file, make_private, open_write_connection
+from agent_rl_plugin.store.spool import list_segments, remove_leftovers
+
+#: How long a reader waits for a writer's lease to end before it gives up (the CLI's default).
+READ_WAIT_S = 5.0
+#: How long a writer of results (score, label, advantages, training runs) waits for the lock.
+WRITE_WAIT_S = 30.0
+
+T = TypeVar("T")
+
+
+class StoreBusy(StoreLockedError):
+    """The lock could not be had within the wait; the message names the holder."""
+
+
+def _busy(exc: BaseException) -> bool:
+    if isinstance(exc, StoreLockedError):
+        return True
+    # This process has the file open in the other mode (a reader handed to the user while we
+    # want to write, or the reverse): wait for it like for another process.
+    return isinstance(exc, StoreError) and is_config_conflict(exc.__cause__ or exc)
+
+
+def with_wait(path: str, open_once: Callable[[], T], wait_s: float) -> T:
+    """``open_once()`` until it succeeds or ``wait_s`` has passed while the file is busy."""
+    started = time.monotonic()
+    pause = 0.01
+    while True:
+        try:
+            return open_once()
+        except StoreError as exc:
+            waited = time.monotonic() - started
+            if not _busy(exc):
+                raise
+            if waited >= wait_s:
+                if isinstance(exc, StoreLockedError):
+                    raise StoreBusy(path, exc.pid, exc.holder, exc.detail, exc.doing, waited) from exc
+                raise StoreBusy(path, None, None, str(exc), "another connection of this process", waited) from exc
+            time.sleep(min(pause, max(0.0, wait_s - waited)))
+            pause = min(pause * 2, 0.2)
+
+
+@contextmanager
+def write_lease(
+    db_path: str | os.PathLike[str], *, wait_s: float = WRITE_WAIT_S, what: str = "writing", merge: bool = True
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection held for the block (see the module contract)."""
+    path = os.fspath(db_path)
+    with holding(path, what):
+        connection = with_wait(path, lambda: open_write_connection(path)[0], wait_s)
+        try:
+            if merge:
+                merge_segments(connection, path)
+            yield connection
+        finally:
+            try:
+                connection.close()
+            except duckdb.Error:
+                pass
+            make_private(path)
+
+
+def open_read_only(db_path: str | os.PathLike[str], *, wait_s: float = READ_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """A read-only connection, waiting up to ``wait_s`` while another process writes."""
+    path = os.fspath(db_path)
+    return with_wait(path, lambda: connect_file(path, read_only=True), wait_s)
+
+
+def try_merge(db_path: str | os.PathLike[str], *, wait_s: float = 0.0) -> MergeResult | None:
+    """Merge the spool segments of ``db_path`` if the lock can be had within ``wait_s``;
+    ``None`` when there was nothing to merge or the file stayed busy."""
+    path = os.fspath(db_path)
+    segments = list_segments(path)
+    if not segments:
+        remove_leftovers(path)
+        return None
+    try:
+        with write_lease(path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False) as connection:
+            return merge_segments(connection, path)
+    except StoreBusy:
+        return None

@@ -1,0 +1,66 @@
+"""Opening a store file, once, without waiting: the primitives under every other way in.
+
+Contract:
+
+* :func:`connect_file` opens ``path`` with DuckDB. A read-only open of a file this process
+  already has open read-write shares that database (DuckDB refuses a second configuration of
+  one file in a process). Failures are :class:`~agent_rl_plugin.store.errors.StoreError`s:
+  :class:`~agent_rl_plugin.store.errors.StoreLockedError` when another process holds the file.
+* :func:`open_write_connection` opens ``path`` read-write (creating its folder, and the file
+  0600), applies the migrations and returns ``(connection, applied)``.
+
+Neither waits for a lock nor merges spool segments: :mod:`agent_rl_plugin.store.lease` does.
+"""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+
+from agent_rl_plugin.store.errors import StoreError, is_config_conflict, translate_duckdb_error
+from agent_rl_plugin.store.migrations import migrate
+
+
+def connect_file(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect(path, read_only=...)`` with the store's errors (see the contract)."""
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as exc:
+        if read_only and is_config_conflict(exc):
+            # This process already has the file open read-write: share that database.
+            return connect_file(path, read_only=False)
+        translated = translate_duckdb_error(exc, path)
+        if translated is not None:
+            raise translated from exc
+        raise StoreError(f"cannot open {path}: {exc}", path) from exc
+
+
+def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
+    """Open ``path`` read-write (creating its folder), apply migrations; (connection, applied)."""
+    text = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(text))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder of {text}: {exc}", text) from exc
+    new = not os.path.exists(text)
+    connection = connect_file(text, read_only=False)
+    try:
+        applied = migrate(connection)
+    except BaseException:
+        connection.close()
+        raise
+    if new or applied:
+        make_private(text)
+    return connection, applied
+
+
+def make_private(path: str) -> None:
+    """chmod 0600 the database file and its write-ahead log, where they exist and are ours
+    (DuckDB creates them with the umask's permissions, usually 0644)."""
+    for created in (path, path + ".wal"):
+        try:
+            os.chmod(created, 0o600)
+        except OSError:
+            pass

@@ -1,0 +1,220 @@
+"""Segment files: how a recording process hands spans to a database it does not hold.
+
+DuckDB lets one process write a file, and a process that holds it blocks every other process,
+readers included. So a recording process never holds the database: its writer thread appends
+each batch as a **segment**, a pair of Parquet files in the spool folder ``<db>.spool/`` beside
+the database, and any process that briefly gets the lock merges the segments into the database
+(:mod:`agent_rl_plugin.store.compaction`). Readers see the database plus the segments not merged
+yet (:mod:`agent_rl_plugin.store.reading`).
+
+Contract:
+
+* :func:`write_segment` is atomic and durable: the rewards file (if any) and then the spans file
+  are each written to a ``.tmp-`` name, fsynced, and renamed into place, and the folder is
+  fsynced. A segment exists once its spans file does; a reader never sees a half-written file.
+  Files are created 0600 in a 0700 folder. The pyarrow writer runs no DuckDB and no Python
+  scan inside DuckDB, so it works at interpreter exit with every DuckDB version.
+* Names sort in write order within a process and roughly across processes:
+  ``<time ns>-<pid>-<sequence>``; a name is never reused (time, pid and a per-process counter).
+* :func:`list_segments` returns the complete segments, oldest first. A rewards file without its
+  spans file (a writer died between the two renames) is not a segment; :func:`remove_leftovers`
+  deletes such orphans and ``.tmp-`` files once their writer is gone (or after an hour).
+* :func:`remove_file` retries a few times (Windows refuses to delete a file another process has
+  open) and reports whether the file is gone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SPOOL_SUFFIX = ".spool"
+SPANS_SUFFIX = ".spans.parquet"
+REWARDS_SUFFIX = ".rewards.parquet"
+TEMP_PREFIX = ".tmp-"
+#: A temp or orphan file older than this is removed even when its writer's PID is alive (PIDs
+#: are reused).
+LEFTOVER_AGE_S = 3600.0
+
+_sequence = itertools.count()
+_sequence_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One complete segment: ``name`` (unique, sortable), its spans file and rewards file."""
+
+    name: str
+    spans_path: str
+    rewards_path: str | None
+
+
+def spool_dir(db_path: str | os.PathLike[str]) -> str:
+    """The spool folder of a database: ``<db>.spool`` (absolute)."""
+    return os.path.abspath(os.fspath(db_path)) + SPOOL_SUFFIX
+
+
+def _new_name() -> str:
+    with _sequence_lock:
+        number = next(_sequence)
+    return f"{time.time_ns():020d}-{os.getpid()}-{number:08d}"
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows cannot open folders; renames are durable there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_parquet(table: pa.Table, final_path: str) -> None:
+    folder, base = os.path.split(final_path)
+    temp = os.path.join(folder, TEMP_PREFIX + base)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fd = -1
+            pq.write_table(table, handle, compression="zstd", compression_level=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, final_path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.remove(temp)
+        except OSError:
+            pass
+        raise
+
+
+def ensure_spool(db_path: str | os.PathLike[str]) -> str:
+    """Create the spool folder (0700) if needed; returns its path."""
+    folder = spool_dir(db_path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def write_segment(db_path: str | os.PathLike[str], spans: pa.Table, rewards: pa.Table | None = None) -> Segment:
+    """Write ``spans`` (and ``rewards``) as one new segment of ``db_path`` (see the contract).
+
+    Raises ``OSError`` when the disk cannot take it (nothing is left behind then)."""
+    folder = ensure_spool(db_path)
+    name = _new_name()
+    spans_path = os.path.join(folder, name + SPANS_SUFFIX)
+    rewards_path = None
+    if rewards is not None and rewards.num_rows:
+        rewards_path = os.path.join(folder, name + REWARDS_SUFFIX)
+        _write_parquet(rewards, rewards_path)
+    try:
+        _write_parquet(spans, spans_path)
+    except BaseException:
+        if rewards_path is not None:
+            remove_file(rewards_path)
+        raise
+    _fsync_dir(folder)
+    return Segment(name, spans_path, rewards_path)
+
+
+def list_segments(db_path: str | os.PathLike[str]) -> list[Segment]:
+    """The complete segments of ``db_path``, oldest first (empty when there is no spool)."""
+    folder = spool_dir(db_path)
+    try:
+        entries = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    files = set(entries)
+    segments = []
+    for entry in entries:
+        if entry.startswith(TEMP_PREFIX) or not entry.endswith(SPANS_SUFFIX):
+            continue
+        name = entry[: -len(SPANS_SUFFIX)]
+        rewards = name + REWARDS_SUFFIX
+        segments.append(
+            Segment(name, os.path.join(folder, entry), os.path.join(folder, rewards) if rewards in files else None)
+        )
+    segments.sort(key=lambda s: s.name)
+    return segments
+
+
+def remove_file(path: str, attempts: int = 5, pause_s: float = 0.05) -> bool:
+    """Delete ``path``, retrying (Windows refuses while another process has it open).
+    ``True`` when the file is gone afterwards."""
+    for attempt in range(attempts):
+        try:
+            os.remove(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if attempt + 1 < attempts:
+                time.sleep(pause_s * (attempt + 1))
+    return not os.path.exists(path)
+
+
+def remove_segment(segment: Segment) -> bool:
+    """Delete a merged segment's files (rewards last: a spans file alone is never an orphan)."""
+    gone = remove_file(segment.spans_path)
+    if segment.rewards_path is not None:
+        gone = remove_file(segment.rewards_path) and gone
+    return gone
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _writer_pid(entry: str) -> int | None:
+    base = entry[len(TEMP_PREFIX):] if entry.startswith(TEMP_PREFIX) else entry
+    parts = base.split("-")
+    try:
+        return int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def remove_leftovers(db_path: str | os.PathLike[str], *, max_age_s: float = LEFTOVER_AGE_S) -> int:
+    """Delete ``.tmp-`` files and orphan rewards files whose writer is gone (or that are older
+    than ``max_age_s``); returns how many were removed. Complete segments are never touched."""
+    folder = spool_dir(db_path)
+    try:
+        entries = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    files = set(entries)
+    removed = 0
+    now = time.time()
+    for entry in entries:
+        temp = entry.startswith(TEMP_PREFIX)
+        orphan = entry.endswith(REWARDS_SUFFIX) and entry[: -len(REWARDS_SUFFIX)] + SPANS_SUFFIX not in files
+        if not (temp or orphan):
+            continue
+        path = os.path.join(folder, entry)
+        pid = _writer_pid(entry)
+        try:
+            old = now - os.path.getmtime(path) > max_age_s
+        except OSError:
+            continue
+        if old or pid is None or not _pid_alive(pid):
+            removed += remove_file(path)
+    return removed

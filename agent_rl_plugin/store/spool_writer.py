@@ -1,0 +1,101 @@
+"""The recording process's writer: batches become spool segments, never a held database.
+
+Contract (in addition to :class:`~agent_rl_plugin.store.writer.StoreWriter`'s queue, batching
+and flush semantics):
+
+* Each merged batch is written as one segment (:func:`~agent_rl_plugin.store.spool.write_segment`:
+  durable and atomic) and counted in ``spans_written`` once it is on disk. A batch the disk
+  cannot take is counted as dropped and reported (once per kind); for ``reopen_interval_s``
+  after that, new batches are refused at once (counted), then writing is tried anew. Rows the
+  database refuses when a merge of this process inserts them move from ``spans_written`` to
+  ``spans_dropped``.
+* At most every ``merge_interval_s``, on each flush and at close, the thread tries to merge the
+  segments into the database in a short lease (:func:`~agent_rl_plugin.store.lease.try_merge`):
+  without waiting in the background, up to ``flush_merge_wait_s`` on a flush and
+  ``close_merge_wait_s`` at close. When another process holds the file, the segments stay for
+  the next merge (a reader shows them meanwhile): nothing is lost and the agent never waits.
+* The database is never held between merges, so other processes (readers, scorers, other
+  agents) can open it at any time but during a merge's fraction of a second.
+* :meth:`reader_cursor` flushes and returns ``None``: readers open the file themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.lease import try_merge
+from agent_rl_plugin.store.rows import SpanBatch
+from agent_rl_plugin.store.spool import spool_dir, write_segment
+from agent_rl_plugin.store.writer import StoreWriter, _CursorRequest
+
+
+def _spool_error(path: str, exc: BaseException) -> StoreError:
+    folder = spool_dir(path)
+    if isinstance(exc, (NotADirectoryError, FileNotFoundError, PermissionError)):
+        message = f"cannot create the folder of {path} (spool {folder}): {exc}"
+    else:
+        message = f"cannot write a spool segment of {path} in {folder}: {exc}"
+    error = StoreError(message, path)
+    error.__cause__ = exc  # storage_problem() reads the errno from the cause
+    return error
+
+
+class SpoolWriter(StoreWriter):
+    """See the module contract."""
+
+    def __init__(
+        self, path: str, *, flush_merge_wait_s: float = 1.0, close_merge_wait_s: float = 2.0, **kwargs: Any
+    ) -> None:
+        super().__init__(path, **kwargs)
+        self.flush_merge_wait_s = flush_merge_wait_s
+        self.close_merge_wait_s = close_merge_wait_s
+        self.merges = 0
+
+    def _write(self, batches: list[SpanBatch]) -> None:
+        n = sum(b.num_spans for b in batches)
+        try:
+            spans = batches[0].spans if len(batches) == 1 else pa.concat_tables([b.spans for b in batches])
+            reward_tables = [b.rewards for b in batches if b.rewards is not None and b.rewards.num_rows]
+            rewards = None
+            if reward_tables:
+                rewards = reward_tables[0] if len(reward_tables) == 1 else pa.concat_tables(reward_tables)
+            try:
+                write_segment(self.path, spans, rewards)
+            except Exception as exc:
+                self._open_failed_at = time.monotonic()  # refuse batches for reopen_interval_s
+                self._report("spool", _spool_error(self.path, exc))
+                self.stats.add(spans_dropped=n, batches_failed=1)
+                return
+            self._open_failed_at = None
+            self.stats.add(
+                spans_written=n, batches_written=1, rewards_written=0 if rewards is None else rewards.num_rows
+            )
+        finally:
+            with self._lock:
+                self._pending -= n
+
+    def _housekeeping(self, force: bool, closing: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._merged_at < self.merge_interval_s:
+            return
+        self._merged_at = now
+        wait_s = self.close_merge_wait_s if closing else self.flush_merge_wait_s if force else 0.0
+        try:
+            result = try_merge(self.path, wait_s=wait_s)
+        except Exception as exc:
+            self._report("merge", exc)
+            return
+        if result is None:
+            return
+        self.merges += 1
+        if result.dropped_rows:  # rows the database refused: counted here, logged by the merge
+            self.stats.add(spans_dropped=result.dropped_rows, spans_written=-result.dropped_rows, batches_failed=1)
+            self.stats.set_error(f"{result.dropped_rows} rows refused by the database: {'; '.join(result.errors)}")
+
+    def _serve_cursor(self, request: _CursorRequest) -> None:
+        request.cursor = None  # everything is on disk; nothing is held
+        request.done.set()
