@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -160,6 +161,24 @@ def merge_segments(
     on_progress: Callable[[int], None] | None = None,
 ) -> MergeResult:
     """Merge the spool segments of ``db_path`` through ``connection`` (see the module contract)."""
+    with _merge_lock(db_path):
+        return _merge(connection, db_path, segments, on_progress)
+
+
+def _merge_lock(db_path: str | os.PathLike[str]) -> threading.Lock:
+    """One merge at a time per file in this process (two threads would insert the same segment
+    and fail on the ledger's key; other processes are kept out by DuckDB's file lock)."""
+    key = os.path.realpath(os.fspath(db_path))
+    with _locks_lock:
+        return _locks.setdefault(key, threading.Lock())
+
+
+_locks: dict[str, threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str],
+           segments: Sequence[Segment] | None, on_progress: Callable[[int], None] | None) -> MergeResult:
     started = time.perf_counter()
     result = MergeResult()
     result.leftovers_removed = remove_leftovers(db_path)

@@ -48,7 +48,6 @@ from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_onl
 from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
 from agent_rl_plugin.store.opening import open_write_connection
 from agent_rl_plugin.store.reading import overlay_unmerged
-from agent_rl_plugin.store.spool import list_segments
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -163,11 +162,11 @@ def open_reader(
     cursor = _flushed_cursor(text, flush_timeout_s)
     if cursor is not None:
         return cursor
-    if list_segments(text):
-        try:  # best effort: what is not merged, the overlay shows
-            try_merge(text, wait_s=min(1.0, wait_s))
-        except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
-            logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
+    try:  # best effort, not waiting (and leftovers of dead writers removed): the overlay shows
+        # what is not merged; the first reader of a file still being created waits for it.
+        try_merge(text, wait_s=0.0 if os.path.exists(text) else min(1.0, wait_s))
+    except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
+        logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
     try:

@@ -9,10 +9,11 @@ and flush semantics):
   after that, new batches are refused at once (counted), then writing is tried anew. Rows the
   database refuses when a merge of this process inserts them move from ``spans_written`` to
   ``spans_dropped``.
-* At most every ``merge_interval_s``, on each flush and at close, the thread tries to merge the
-  segments into the database in a short lease (:func:`~agent_rl_plugin.store.lease.try_merge`):
-  without waiting in the background, up to ``flush_merge_wait_s`` on a flush and
-  ``close_merge_wait_s`` at close. When another process holds the file, the segments stay for
+* Every ``merge_interval_s`` a merger thread (started with the first batch) tries to merge the
+  segments into the database in a short lease (:func:`~agent_rl_plugin.store.lease.try_merge`),
+  without waiting for the lock; segment writing never waits for it. On each flush and at close
+  the writer thread merges after writing, waiting up to ``flush_merge_wait_s`` and
+  ``close_merge_wait_s`` for the lock. When another process holds the file, the segments stay for
   the next merge (a reader shows them meanwhile): nothing is lost and the agent never waits.
 * The database is never held between merges, so other processes (readers, scorers, other
   agents) can open it at any time but during a merge's fraction of a second.
@@ -21,6 +22,7 @@ and flush semantics):
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -44,8 +46,14 @@ def _spool_error(path: str, exc: BaseException) -> StoreError:
     return error
 
 
+#: How long closing waits for a background merge in progress to finish.
+MERGER_JOIN_TIMEOUT_S = 30.0
+
+
 class SpoolWriter(StoreWriter):
     """See the module contract."""
+
+    idle_merges = False  # its merger thread does
 
     def __init__(
         self, path: str, *, flush_merge_wait_s: float = 1.0, close_merge_wait_s: float = 2.0, **kwargs: Any
@@ -54,6 +62,8 @@ class SpoolWriter(StoreWriter):
         self.flush_merge_wait_s = flush_merge_wait_s
         self.close_merge_wait_s = close_merge_wait_s
         self.merges = 0
+        self._merger: threading.Thread | None = None
+        self._stop_merging = threading.Event()
 
     def _write(self, batches: list[SpanBatch]) -> None:
         n = sum(b.num_spans for b in batches)
@@ -79,11 +89,27 @@ class SpoolWriter(StoreWriter):
                 self._pending -= n
 
     def _housekeeping(self, force: bool, closing: bool) -> None:
-        now = time.monotonic()
-        if not force and now - self._merged_at < self.merge_interval_s:
-            return
-        self._merged_at = now
-        wait_s = self.close_merge_wait_s if closing else self.flush_merge_wait_s if force else 0.0
+        """Background merges run in their own thread, so segment writing never waits for one;
+        a flush or close merges here, in the writer thread, after the last segment is written."""
+        if closing:  # no DuckDB work may be left running in a thread when the process ends
+            self._stop_merging.set()
+            merger = self._merger
+            if merger is not None and merger is not threading.current_thread():
+                merger.join(MERGER_JOIN_TIMEOUT_S)
+        if force:
+            self._merge(self.close_merge_wait_s if closing else self.flush_merge_wait_s)
+        elif self._merger is None:
+            with self._lock:
+                if self._merger is None and not self._closed:
+                    self._merger = threading.Thread(target=self._merge_in_background, daemon=True,
+                                                    name=f"agent-rl-merger {self.path}")
+                    self._merger.start()
+
+    def _merge_in_background(self) -> None:
+        while not self._stop_merging.wait(self.merge_interval_s):
+            self._merge(0.0)
+
+    def _merge(self, wait_s: float) -> None:
         try:
             result = try_merge(self.path, wait_s=wait_s)
         except Exception as exc:

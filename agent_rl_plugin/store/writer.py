@@ -120,6 +120,9 @@ def _restore_reader_settings(connection: duckdb.DuckDBPyConnection) -> None:
 class StoreWriter:
     """Queue + thread + connection for one database file (see the module contract)."""
 
+    #: Wake up while idle to merge spool segments (a writer holding the file must: nobody else can).
+    idle_merges = True
+
     def __init__(
         self,
         path: str,
@@ -282,8 +285,14 @@ class StoreWriter:
     def _collect(self) -> list[Any]:
         """The next items to handle: waits for one, then gathers more until ``batch_rows``
         spans, a control item (flush, cursor, stop) or ``linger_s`` after the first item.
-        Each INSERT has a fixed cost of a few milliseconds, so bigger batches write faster."""
-        item = self._queue.get()
+        Each INSERT has a fixed cost of a few milliseconds, so bigger batches write faster.
+        While it holds the database, it wakes every ``merge_interval_s`` even when idle (an
+        empty list), so spool segments of other processes are merged without traffic here."""
+        idle_wake = self.merge_interval_s if self._connection is not None and self.idle_merges else None
+        try:
+            item = self._queue.get(timeout=idle_wake)
+        except queue.Empty:
+            return []
         items = [item]
         if not isinstance(item, SpanBatch):
             return items

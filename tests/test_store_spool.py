@@ -1,0 +1,225 @@
+"""Spool segments: how spans reach a database that no recording process holds.
+
+Examples of the guarantees in :mod:`agent_rl_plugin.store.spool`,
+:mod:`agent_rl_plugin.store.compaction` and :mod:`agent_rl_plugin.store.reading`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.store import open_reader
+from agent_rl_plugin.store.compaction import merge_segments
+from agent_rl_plugin.store.lease import try_merge, write_lease
+from agent_rl_plugin.store.opening import open_write_connection
+from agent_rl_plugin.store.rows import SpanConverter
+from agent_rl_plugin.store.spool import (
+    TEMP_PREFIX, list_segments, remove_leftovers, spool_dir, write_segment,
+)
+
+
+class Keep(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list = []
+
+    def export(self, spans):  # type: ignore[no-untyped-def]
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def recorded(n: int, rollout: str = "r1", reward: float | None = None, name: str = "step"):
+    """``n`` finished spans of one rollout (the first with a reward event), converted to rows."""
+    keep = Keep()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(keep))
+    tracer = provider.get_tracer("t")
+    for i in range(n):
+        with tracer.start_as_current_span(f"{name} {i}", attributes={sc.ROLLOUT_ID: rollout, "i": i}) as span:
+            if reward is not None and i == 0:
+                span.add_event(sc.EVENT_EVALUATION_RESULT,
+                               {sc.GEN_AI_EVALUATION_NAME: "score", sc.GEN_AI_EVALUATION_SCORE_VALUE: reward})
+    return SpanConverter().convert(keep.spans)
+
+
+def count(db: Path, sql: str = "select count(*) from spans") -> int:
+    connection = duckdb.connect(str(db), read_only=True)
+    try:
+        return connection.execute(sql).fetchone()[0]
+    finally:
+        connection.close()
+
+
+def test_a_segment_is_private_atomic_and_sorted(tmp_path):
+    db = tmp_path / "s.duckdb"
+    first = write_segment(db, recorded(3).spans)
+    batch = recorded(2, reward=1.0)
+    second = write_segment(db, batch.spans, batch.rewards)
+    assert [s.name for s in list_segments(db)] == [first.name, second.name]  # write order
+    assert first.rewards_path is None and second.rewards_path is not None
+    assert stat.S_IMODE(os.stat(spool_dir(db)).st_mode) == 0o700
+    for path in (first.spans_path, second.spans_path, second.rewards_path):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert not [f for f in os.listdir(spool_dir(db)) if f.startswith(TEMP_PREFIX)]
+    assert not db.exists()  # writing segments never touches the database
+
+
+def test_merging_inserts_each_segment_once_even_after_a_crash_before_the_delete(tmp_path):
+    db = tmp_path / "s.duckdb"
+    batch = recorded(4, reward=0.5)
+    segment = write_segment(db, batch.spans, batch.rewards)
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for path in (segment.spans_path, segment.rewards_path):
+        shutil.copy(path, saved)
+    result = try_merge(db)
+    assert result is not None and result.segments == 1
+    assert count(db) == 4 and count(db, "select count(*) from rewards") == 1
+    assert not list_segments(db)
+    # A merge that committed and then died before deleting its files: they are back.
+    for name in os.listdir(saved):
+        shutil.copy(saved / name, spool_dir(db))
+    assert [s.name for s in list_segments(db)] == [segment.name]
+    result = try_merge(db)
+    assert result is not None and result.segments == 0  # known to the ledger: not inserted again
+    assert count(db) == 4 and count(db, "select count(*) from rewards") == 1
+    assert not list_segments(db)  # and deleted this time
+
+
+def test_rows_keep_their_columns_and_ingest_time_from_the_segment(tmp_path):
+    db = tmp_path / "s.duckdb"
+    before = time.time()
+    write_segment(db, recorded(2, rollout="abc").spans)
+    try_merge(db)
+    connection = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = connection.execute(
+            "select rollout_id, duration_ms >= 0, epoch(ingested_at) from spans order by name"
+        ).fetchall()
+    finally:
+        connection.close()
+    assert [r[:2] for r in rows] == [("abc", True), ("abc", True)]
+    assert all(before - 1 <= r[2] <= time.time() + 1 for r in rows)
+
+
+def test_a_bad_row_loses_only_itself(tmp_path, caplog):
+    db = tmp_path / "s.duckdb"
+    spans = recorded(9).spans
+    attributes = spans.column("attributes").to_pylist()
+    attributes[4] = "{not json"
+    spans = spans.set_column(spans.schema.get_field_index("attributes"), "attributes", [attributes])
+    write_segment(db, spans)
+    write_segment(db, recorded(3, rollout="r2").spans)
+    result = try_merge(db)
+    assert result is not None and result.dropped_rows == 1 and result.segments == 2
+    assert count(db) == 11
+    assert any("could not be stored" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+
+
+def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    db = tmp_path / "s.duckdb"
+    folder = Path(spool_dir(db))
+    write_segment(db, recorded(1).spans)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    (folder / f"{TEMP_PREFIX}0001-{dead_pid}-00000001.spans.parquet").write_bytes(b"half")
+    (folder / f"0002-{dead_pid}-00000002.rewards.parquet").write_bytes(b"orphan")  # no spans file
+    mine = folder / f"{TEMP_PREFIX}0003-{os.getpid()}-00000003.spans.parquet"
+    mine.write_bytes(b"being written")
+    assert remove_leftovers(db) == 2
+    assert sorted(os.listdir(folder)) == sorted([mine.name, os.path.basename(list_segments(db)[0].spans_path)])
+    old = time.time() - 7200
+    os.utime(mine, (old, old))
+    assert remove_leftovers(db) == 1  # an hour old: its PID may be someone else's now
+
+
+HOLD_READ_ONLY = textwrap.dedent(
+    """
+    import sys, duckdb
+    connection = duckdb.connect(sys.argv[1], read_only=True)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    connection.close()
+    """
+)
+
+
+def test_a_reader_sees_segments_that_cannot_be_merged_yet(tmp_path):
+    db = tmp_path / "s.duckdb"
+    with write_lease(db, what="test"):
+        pass
+    write_segment(db, recorded(2, rollout="old").spans)
+    try_merge(db)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_READ_ONLY, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        batch = recorded(3, rollout="new", reward=1.0)
+        write_segment(db, batch.spans, batch.rewards)
+        assert try_merge(db, wait_s=0.1) is None  # another process reads the file: no merge now
+        connection = open_reader(db, wait_s=1)
+        try:
+            assert connection.execute("select count(*) from spans").fetchone()[0] == 5
+            assert connection.execute("select rollout_id, count(*) from spans group by 1 order by 1").fetchall() == [
+                ("new", 3), ("old", 2)]
+            assert connection.execute("select count(*) from rewards").fetchone()[0] == 1
+            # The stored views read through the overlay too.
+            assert connection.execute("select count(*) from steps").fetchone()[0] >= 0
+            assert connection.execute("select count(distinct rollout_id) from spans").fetchone()[0] == 2
+        finally:
+            connection.close()
+        assert count(db) == 2  # still only in the spool
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=20)
+    connection = open_reader(db)  # now it can merge
+    connection.close()
+    assert count(db) == 5 and not list_segments(db)
+
+
+def test_merge_through_a_held_connection(tmp_path):
+    """The receiver holds its file: it merges segments through its own connection."""
+    db = tmp_path / "s.duckdb"
+    write_segment(db, recorded(2).spans)
+    connection, _ = open_write_connection(db)
+    try:
+        assert merge_segments(connection, db).segments == 1
+        assert connection.execute("select count(*) from spans").fetchone()[0] == 2
+    finally:
+        connection.close()
+
+
+# ("?" is left out: DuckDB itself cannot commit to a database whose path holds one.)
+@pytest.mark.parametrize("weird", ["brackets [x]", "star*and{a,b}", "quote's"])
+def test_paths_with_glob_and_quote_characters(tmp_path, weird):
+    db = tmp_path / weird / "s.duckdb"
+    write_segment(db, recorded(2).spans)
+    try_merge(db)
+    assert count(db) == 2
+    write_segment(db, recorded(1).spans)
+    reader = subprocess.Popen([sys.executable, "-c", HOLD_READ_ONLY, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
+        connection = open_reader(db, wait_s=1)  # overlay with that path quoted in SQL
+        try:
+            assert connection.execute("select count(*) from spans").fetchone()[0] == 3
+        finally:
+            connection.close()
+    finally:
+        assert reader.stdin is not None
+        reader.stdin.close()
+        reader.wait(timeout=20)
