@@ -136,3 +136,55 @@ def test_four_agents_readers_and_a_scorer_share_one_file(tmp_path):
     print(f"\nspans {expected}; reader opens {len(waits)}: p50 {statistics.median(waits) * 1000:.0f} ms, "
           f"p95 {waits[int(len(waits) * 0.95) - 1] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms; "
           f"CLI runs {len(cli_runs)}")
+
+
+SHORT_AGENT = textwrap.dedent(
+    """
+    import sys
+    import agent_rl_plugin as arl
+    arl.configure(db=sys.argv[1])
+
+    @arl.trace_agent
+    def agent(q):
+        return q.upper()
+
+    for i in range(int(sys.argv[2])):
+        agent(f"q{i}")
+    """
+)
+
+
+def test_agents_recording_into_a_file_a_receiver_holds_lose_nothing(tmp_path):
+    """`agent-rl serve` holds its file for good: agents on its host that record into the same
+    file spool their segments as always, and the receiver merges them, idle or not."""
+    from agent_rl_plugin.receiver import find_receiver
+
+    db = tmp_path / "served.duckdb"
+    env = {**os.environ, "AGENT_RL_DB": "", "AGENT_RL_SERVE_TOKEN": ""}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "agent_rl_plugin", "serve", "--db", str(db), "--port", "0", "--no-token"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while find_receiver(db) is None:
+            assert serve.poll() is None, serve.communicate()
+            assert time.monotonic() < deadline, "agent-rl serve did not start"
+            time.sleep(0.05)
+        for n in (7, 5):
+            agent = subprocess.run([sys.executable, "-c", SHORT_AGENT, str(db), str(n)], capture_output=True,
+                                   text=True, timeout=120, env=env)
+            assert agent.returncode == 0, agent.stderr[-3000:]
+        deadline = time.monotonic() + 30
+        while list_segments(db):  # the receiver merges them within about a second, with no traffic
+            assert time.monotonic() < deadline, "the receiver did not merge the agents' segments"
+            time.sleep(0.1)
+    finally:
+        serve.terminate()
+        _, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, err[-3000:]
+    plain = duckdb.connect(str(db), read_only=True)
+    try:
+        assert plain.execute("select count(*) from spans").fetchone()[0] == 12
+    finally:
+        plain.close()

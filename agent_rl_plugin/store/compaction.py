@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 import duckdb
 
 from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, is_data_error
+from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
 from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers, remove_segment
 
@@ -181,7 +182,7 @@ def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str
            segments: Sequence[Segment] | None, on_progress: Callable[[int], None] | None) -> MergeResult:
     started = time.perf_counter()
     result = MergeResult()
-    result.leftovers_removed = remove_leftovers(db_path)
+    result.leftovers_removed = remove_leftovers(db_path) + remove_stale_notes(db_path)
     todo = list(list_segments(db_path) if segments is None else segments)
     if not todo:
         result.seconds = time.perf_counter() - started

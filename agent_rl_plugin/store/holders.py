@@ -6,18 +6,22 @@ doing. While this package holds a database, the process keeps a note
 segments") and since when; :func:`describe_holder` reads it back for an error message.
 
 Contract: notes are best effort (a note that cannot be written is skipped, never an error);
-a note of a dead process is ignored; :func:`holding` removes its note on exit (or restores the
-process's previous note when leases nest).
+a note of a dead process is ignored and removed by :func:`remove_stale_notes` (run with every
+merge); :func:`holding` removes its note on exit (or restores the process's previous note when
+leases nest); a :func:`note` is removed when the process exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
+
+from agent_rl_plugin.store.spool import remove_spool_if_empty
 
 _lock = threading.Lock()
 _active: dict[str, list[str]] = {}  # db key -> stack of what this process is doing
@@ -69,25 +73,61 @@ def holding(db_path: str | os.PathLike[str], what: str) -> Iterator[None]:
                 _remove(key)
 
 
+_noted: set[str] = set()  # files with a note() of this process, removed at exit
+
+
 def note(db_path: str | os.PathLike[str], what: str) -> None:
     """Leave a note for a hold whose end this package does not see (a reader handed to the
-    user): it stays until the process ends or takes another note."""
+    user): it stays until the process ends (removed at exit) or takes another note."""
     key = os.path.abspath(os.fspath(db_path))
     with _lock:
         if not _active.get(key):
             _write(key, what)
+            if not _noted:
+                atexit.register(_remove_notes_at_exit)
+            _noted.add(key)
+
+
+def _remove_notes_at_exit() -> None:
+    for key in list(_noted):
+        _remove(key)
+        remove_spool_if_empty(key)
+
+
+def remove_stale_notes(db_path: str | os.PathLike[str]) -> int:
+    """Delete the notes of processes that are gone (killed before they could); returns how many."""
+    folder = os.path.dirname(_note_path(os.fspath(db_path), 0))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        pid_text = entry.split(".", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        try:
+            os.remove(os.path.join(folder, entry))
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def describe_holder(db_path: str | os.PathLike[str], pid: int | None) -> str | None:
     """``"agent-rl score, for 12 s"`` from the note of process ``pid``, or ``None``."""
-    if pid is None:
+    if pid is None or not _alive(pid):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:
-        pass
     try:
         with open(_note_path(os.fspath(db_path), pid)) as handle:
             data = json.load(handle)

@@ -28,7 +28,7 @@ import duckdb
 
 from agent_rl_plugin.store.compaction import MergeResult, merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict
-from agent_rl_plugin.store.holders import holding
+from agent_rl_plugin.store.holders import holding, remove_stale_notes
 from agent_rl_plugin.store.opening import connect_file, make_private, open_write_connection
 from agent_rl_plugin.store.spool import list_segments, remove_leftovers
 
@@ -104,6 +104,7 @@ def try_merge(db_path: str | os.PathLike[str], *, wait_s: float = 0.0) -> MergeR
     segments = list_segments(path)
     if not segments:
         remove_leftovers(path)
+        remove_stale_notes(path)
         return None
     try:
         with write_lease(path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False) as connection:

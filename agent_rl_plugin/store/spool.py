@@ -19,6 +19,8 @@ Contract:
 * :func:`list_segments` returns the complete segments, oldest first. A rewards file without its
   spans file (a writer died between the two renames) is not a segment; :func:`remove_leftovers`
   deletes such orphans and ``.tmp-`` files once their writer is gone (or after an hour).
+* :func:`remove_spool_if_empty` removes the folder when nothing is left in it (a writer racing
+  with it recreates it).
 * :func:`remove_file` retries a few times (Windows refuses to delete a file another process has
   open) and reports whether the file is gone.
 """
@@ -79,10 +81,21 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def _open_new(temp: str) -> int:
+    for attempt in range(3):
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except FileNotFoundError:  # the empty folder was just removed by remove_spool_if_empty
+            if attempt == 2:
+                raise
+            os.makedirs(os.path.dirname(temp), mode=0o700, exist_ok=True)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _write_parquet(table: pa.Table, final_path: str) -> None:
     folder, base = os.path.split(final_path)
     temp = os.path.join(folder, TEMP_PREFIX + base)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = _open_new(temp)
     try:
         with os.fdopen(fd, "wb") as handle:
             fd = -1
@@ -218,3 +231,18 @@ def remove_leftovers(db_path: str | os.PathLike[str], *, max_age_s: float = LEFT
         if old or pid is None or not _pid_alive(pid):
             removed += remove_file(path)
     return removed
+
+
+def remove_spool_if_empty(db_path: str | os.PathLike[str]) -> bool:
+    """Remove the spool folder (and its ``holders`` folder) when nothing is in them, so a
+    quiet database leaves no folder beside it; ``True`` when it is gone. A writer that creates a
+    segment at that moment recreates the folder."""
+    folder = spool_dir(db_path)
+    for path in (os.path.join(folder, "holders"), folder):
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty: in use
+            return False
+    return True

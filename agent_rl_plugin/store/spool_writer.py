@@ -31,7 +31,7 @@ import pyarrow as pa
 from agent_rl_plugin.store.errors import StoreError
 from agent_rl_plugin.store.lease import try_merge
 from agent_rl_plugin.store.rows import SpanBatch
-from agent_rl_plugin.store.spool import spool_dir, write_segment
+from agent_rl_plugin.store.spool import remove_spool_if_empty, spool_dir, write_segment
 from agent_rl_plugin.store.writer import StoreWriter, _CursorRequest
 
 
@@ -98,6 +98,8 @@ class SpoolWriter(StoreWriter):
                 merger.join(MERGER_JOIN_TIMEOUT_S)
         if force:
             self._merge(self.close_merge_wait_s if closing else self.flush_merge_wait_s)
+        if closing:
+            remove_spool_if_empty(self.path)
         elif self._merger is None:
             with self._lock:
                 if self._merger is None and not self._closed:
