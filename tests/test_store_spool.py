@@ -223,3 +223,14 @@ def test_paths_with_glob_and_quote_characters(tmp_path, weird):
         assert reader.stdin is not None
         reader.stdin.close()
         reader.wait(timeout=20)
+
+
+def test_a_shutting_down_interpreter_is_not_a_data_error():
+    """duckdb 2.0.1 refuses Python scans after its exit hook: retrying row by row would fail
+    every row the same way (and log twice), so it is not treated as bad data."""
+    from agent_rl_plugin.store.batch import is_data_error
+
+    refused = duckdb.InvalidInputException(
+        "Invalid Input Error: this query cannot run Python code: the Python interpreter is shutting down")
+    assert not is_data_error(refused)
+    assert is_data_error(duckdb.InvalidInputException("Invalid Input Error: Malformed JSON"))

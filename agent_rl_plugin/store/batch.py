@@ -108,7 +108,10 @@ _DATA_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def is_data_error(exc: BaseException) -> bool:
-    """True when ``exc`` is about the rows written, not the database or the disk."""
+    """True when ``exc`` is about the rows written, not the database or the disk (nor DuckDB
+    refusing work because the interpreter is shutting down: every row would fail alike)."""
+    if "interpreter is shutting down" in str(exc):
+        return False
     return isinstance(exc, _DATA_ERRORS) and not isinstance(exc, (duckdb.IOException, duckdb.FatalException))
 
 
