@@ -234,3 +234,26 @@ def test_a_shutting_down_interpreter_is_not_a_data_error():
         "Invalid Input Error: this query cannot run Python code: the Python interpreter is shutting down")
     assert not is_data_error(refused)
     assert is_data_error(duckdb.InvalidInputException("Invalid Input Error: Malformed JSON"))
+
+
+def test_a_replayed_span_is_kept_once(tmp_path):
+    """The same spans sent twice (a retried export, a replayed request) are stored once, with
+    their rewards once, whether they arrive in one segment, two, or through a held connection."""
+    from agent_rl_plugin.store.batch import insert_batch
+
+    db = tmp_path / "s.duckdb"
+    batch = recorded(4, reward=1.0)
+    write_segment(db, batch.spans, batch.rewards)
+    write_segment(db, batch.spans, batch.rewards)
+    result = try_merge(db)
+    assert result is not None and (result.spans, result.duplicates) == (4, 4)
+    doubled = recorded(3, rollout="r2")
+    write_segment(db, __import__("pyarrow").concat_tables([doubled.spans, doubled.spans]))
+    assert try_merge(db).duplicates == 3
+    connection, _ = open_write_connection(db)
+    try:
+        assert insert_batch(connection, batch.spans, batch.rewards) == 0  # the receiver's path
+        assert connection.execute("select count(*), count(distinct (trace_id, span_id)) from spans").fetchone() == (7, 7)
+        assert connection.execute("select count(*) from rewards").fetchone()[0] == 1
+    finally:
+        connection.close()

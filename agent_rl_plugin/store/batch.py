@@ -4,7 +4,9 @@ Contract:
 
 * :func:`insert_batch` writes a spans table (:data:`~agent_rl_plugin.store.rows.SPAN_SCHEMA`)
   and its rewards table (:data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`, optional) in **one
-  transaction**: both land or neither does; the error propagates after a rollback.
+  transaction**: both land or neither does; the error propagates after a rollback. A span
+  already stored (same trace and span id: a replay, a retried export) is kept once, and so is
+  a reward with a stored ``reward_id``; it returns how many spans it inserted.
 * Nanosecond timestamps become ``TIMESTAMP`` columns in SQL (vectorised), ``duration_ms`` is
   computed from them, the denormalised columns are read from the attributes JSON, and
   ``ingested_at`` is one value per batch.
@@ -33,6 +35,9 @@ REWARDS_VIEW = "_agent_rl_rewards_batch"
 _DERIVED_KEYS = (sc.ROLLOUT_ID, sc.TASK_ID, sc.GROUP_ID, sc.ROLLOUT_ROOT, sc.GEN_AI_OPERATION_NAME, sc.SPAN_KIND)
 _PATHS = "[" + ", ".join(f"'$.\"{key}\"'" for key in _DERIVED_KEYS) + "]"
 _PASS_THROUGH = [name for name in SPAN_SCHEMA.names if name not in ("start_unix_nano", "end_unix_nano")]
+
+#: A column :func:`insert_batch` adds to a registered batch: each row's position in it.
+ORDINAL = "_agent_rl_ordinal"
 
 #: The final columns of ``spans`` that :func:`spans_select_sql` produces, in order.
 SPAN_COLUMNS: tuple[str, ...] = (*_PASS_THROUGH, "start_time", "end_time", "duration_ms", "rollout_id", "task_id",
@@ -64,9 +69,26 @@ def spans_select_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
 FROM (SELECT *, json_extract_string(attributes, {_PATHS}) AS k FROM {source})"""
 
 
-def insert_spans_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
-    """``INSERT INTO spans`` of :func:`spans_select_sql` over ``source``."""
-    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(source, ingested_at)}"
+def new_spans_sql(source: str, order_by: str) -> str:
+    """The rows of ``source`` whose span is not stored yet (same trace and span id), each once:
+    a replayed or re-sent span is kept once. The lookup is bounded to stored spans that started
+    within the batch's own time range (a duplicate starts when the original did), which DuckDB
+    prunes with its zone maps: the cost stays flat as the store grows. Rows keep their order in
+    ``source`` (``order_by``: columns of ``source`` that give it), as a plain insert would."""
+    return f"""(WITH b AS (SELECT * FROM {source}),
+    bounds AS (SELECT min(start_unix_nano) AS lo, max(start_unix_nano) AS hi FROM b)
+SELECT * FROM b WHERE NOT EXISTS (
+    SELECT 1 FROM spans AS s
+    WHERE s.start_unix_nano BETWEEN (SELECT lo FROM bounds) AND (SELECT hi FROM bounds)
+      AND s.trace_id = b.trace_id AND s.span_id = b.span_id)
+QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id ORDER BY {order_by}) = 1
+ORDER BY {order_by})"""
+
+
+def insert_spans_sql(source: str, ingested_at: str = "?::TIMESTAMP", order_by: str = ORDINAL) -> str:
+    """``INSERT INTO spans`` of :func:`spans_select_sql` over the new rows of ``source``
+    (:func:`new_spans_sql`); the statement returns the number of rows inserted."""
+    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(new_spans_sql(source, order_by), ingested_at)}"
 
 
 _REWARD_PASS = [n for n in REWARD_SCHEMA.names if n != "created_unix_nano"]
@@ -85,8 +107,12 @@ def rewards_select_sql(source: str, default_created_at: str = "?::TIMESTAMP") ->
 
 
 def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") -> str:
-    """``INSERT INTO rewards`` of :func:`rewards_select_sql` over ``source``."""
-    return f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) {rewards_select_sql(source, default_created_at)}"
+    """``INSERT INTO rewards`` of :func:`rewards_select_sql` over the rows of ``source`` whose
+    ``reward_id`` is not stored yet, each once (an emitted reward's id is derived from its span
+    and event, so a replayed span does not add its reward again)."""
+    new = (f"(SELECT * FROM {source} AS r WHERE NOT EXISTS (SELECT 1 FROM rewards AS x WHERE x.reward_id = r.reward_id) "
+           "QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1)")
+    return f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) {rewards_select_sql(new, default_created_at)}"
 
 
 INSERT_SPANS_SQL = insert_spans_sql(SPANS_VIEW)
@@ -121,6 +147,7 @@ class RowOutcome:
 
     written: int = 0
     dropped: int = 0
+    duplicates: int = 0
     rewards_written: int = 0
     first_error: BaseException | None = None
 
@@ -131,18 +158,20 @@ def _utc_now() -> datetime:
 
 def insert_batch(
     connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards: pa.Table | None = None
-) -> None:
-    """Insert ``spans`` and ``rewards`` in one transaction (rolled back on error, which propagates)."""
+) -> int:
+    """Insert ``spans`` and ``rewards`` in one transaction (rolled back on error, which
+    propagates); spans already stored are skipped. Returns the number of spans inserted."""
     now = _utc_now()
+    inserted = 0
     has_rewards = rewards is not None and rewards.num_rows > 0
-    connection.register(SPANS_VIEW, spans)
+    connection.register(SPANS_VIEW, spans.append_column(ORDINAL, pa.array(range(spans.num_rows), pa.int64())))
     if has_rewards:
         connection.register(REWARDS_VIEW, rewards)
     try:
         connection.execute("BEGIN TRANSACTION")
         try:
             if spans.num_rows:
-                connection.execute(INSERT_SPANS_SQL, [now])
+                inserted = int(connection.execute(INSERT_SPANS_SQL, [now]).fetchone()[0])
             if has_rewards:
                 connection.execute(INSERT_REWARDS_SQL, [now])
             connection.execute("COMMIT")
@@ -158,6 +187,7 @@ def insert_batch(
                 connection.unregister(name)
             except duckdb.Error:
                 pass
+    return inserted
 
 
 def _rewards_of(rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:
@@ -200,7 +230,7 @@ def insert_bisecting(
         budget[0] -= 1
         part_rewards = _rewards_of(rewards, part)
         try:
-            insert_batch(connection, part, part_rewards)
+            inserted = insert_batch(connection, part, part_rewards)
         except Exception as exc:
             if outcome.first_error is None:
                 outcome.first_error = exc
@@ -213,7 +243,8 @@ def insert_bisecting(
             attempt(part.slice(0, half))
             attempt(part.slice(half))
             return
-        outcome.written += n
+        outcome.written += inserted
+        outcome.duplicates += n - inserted
         outcome.rewards_written += 0 if part_rewards is None else part_rewards.num_rows
 
     half = spans.num_rows // 2

@@ -8,6 +8,8 @@ Contract:
   files. A crash between the commit and the deletion leaves files whose names the ledger holds:
   the next merge deletes them without inserting them again. Segments are read with
   ``read_parquet`` in SQL (no Python object is scanned), so a merge works at interpreter exit.
+* A span already in the database (same trace and span id) is not inserted again, and neither is
+  a reward whose id is stored: spans skipped that way are counted in :attr:`MergeResult.duplicates`.
 * A chunk that fails on its data is retried segment by segment, and a failing segment is split
   in halves by row ranges down to single rows, each in its own transaction: a bad row loses
   only itself, and the dropped count is kept in the segment's ledger row and reported.
@@ -41,11 +43,14 @@ CHUNK_SEGMENTS = 256
 #: The time a segment was written, from its name (``<ns>-<pid>-<n>``): the rows' ``ingested_at``
 #: and the rewards' default ``created_at``, the same whether merged or read from the spool.
 SEGMENT_TIME_SQL = "make_timestamp(CAST(split_part(parse_filename(filename, true), '-', 1) AS BIGINT) // 1000)"
+#: Segment rows in the order they were written (segments sort by name, rows by position).
+SEGMENT_ORDER = "filename, file_row_number"
 
 
 def segment_source(paths_param: str = "?") -> str:
-    """``read_parquet`` of segment files given as a list parameter, with their file names."""
-    return f"read_parquet({paths_param}, filename = true)"
+    """``read_parquet`` of segment files given as a list parameter, with their file names and
+    row numbers."""
+    return f"read_parquet({paths_param}, filename = true, file_row_number = true)"
 
 
 @dataclass
@@ -53,6 +58,8 @@ class MergeResult:
     """What one merge did: segments merged, rows dropped by bad data, seconds spent."""
 
     segments: int = 0
+    spans: int = 0
+    duplicates: int = 0
     dropped_rows: int = 0
     leftovers_removed: int = 0
     undeleted: int = 0
@@ -75,15 +82,16 @@ def merged_names(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) ->
 
 
 def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], rows: tuple[int, int] | None,
-            dropped: int = 0) -> None:
+            dropped: int = 0) -> int:
     """Insert ``segments`` (or the row range ``rows`` = (offset, count) of a single one) and, when
-    the whole of each is done, their ledger rows: one transaction."""
+    the whole of each is done, their ledger rows: one transaction. Returns the spans inserted
+    (spans already stored are skipped)."""
     spans_files = [s.spans_path for s in segments]
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
     connection.execute("BEGIN TRANSACTION")
     try:
         if rows is None:
-            connection.execute(insert_spans_sql(segment_source(), SEGMENT_TIME_SQL), [spans_files])
+            inserted = connection.execute(insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
             if rewards_files:
                 connection.execute(
                     insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files]
@@ -95,9 +103,10 @@ def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], 
             )
         else:
             offset, count = rows
-            source = f"(SELECT * FROM {segment_source()} LIMIT {int(count)} OFFSET {int(offset)})"
-            connection.execute(insert_spans_sql(source, SEGMENT_TIME_SQL), [spans_files])
+            source = f"(SELECT * FROM {segment_source()} ORDER BY file_row_number LIMIT {int(count)} OFFSET {int(offset)})"
+            inserted = connection.execute(insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
         connection.execute("COMMIT")
+        return int(inserted)
     except BaseException:
         try:
             connection.execute("ROLLBACK")
@@ -106,23 +115,25 @@ def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], 
         raise
 
 
-def _segment_rows(connection: duckdb.DuckDBPyConnection, segment: Segment) -> int:
-    return int(connection.execute("SELECT count(*) FROM read_parquet(?)", [[segment.spans_path]]).fetchone()[0])
+def _rows(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment]) -> int:
+    """Span rows in ``segments`` (from the Parquet footers)."""
+    return int(connection.execute("SELECT count(*) FROM read_parquet(?)", [[s.spans_path for s in segments]]).fetchone()[0])
 
 
-def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment, result: MergeResult) -> None:
+def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment, result: MergeResult) -> int:
     """Merge one segment whose whole insert failed on its data: row ranges, halving down to
     single rows; its rewards follow with the ledger row (a reward whose span was dropped is
     kept: it still names its rollout)."""
-    total = _segment_rows(connection, segment)
+    total = _rows(connection, [segment])
     dropped = 0
+    inserted = 0
 
     def attempt(offset: int, count: int) -> None:
-        nonlocal dropped
+        nonlocal dropped, inserted
         if count <= 0:
             return
         try:
-            _insert(connection, [segment], (offset, count))
+            inserted += _insert(connection, [segment], (offset, count))
         except Exception as exc:
             if not is_data_error(exc):
                 raise
@@ -152,6 +163,7 @@ def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment
             pass
         raise
     result.dropped_rows += dropped
+    return inserted
 
 
 def merge_segments(
@@ -192,18 +204,20 @@ def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str
     todo = [s for s in todo if s.name not in done]
     for start in range(0, len(todo), CHUNK_SEGMENTS):
         chunk = todo[start:start + CHUNK_SEGMENTS]
+        total, spans_before, dropped_before = _rows(connection, chunk), result.spans, result.dropped_rows
         try:
-            _insert(connection, chunk, None)
+            result.spans += _insert(connection, chunk, None)
         except Exception as exc:
             if not is_data_error(exc):
                 raise
             for segment in chunk:
                 try:
-                    _insert(connection, [segment], None)
+                    result.spans += _insert(connection, [segment], None)
                 except Exception as one_exc:
                     if not is_data_error(one_exc):
                         raise
-                    _merge_one_bisecting(connection, segment, result)
+                    result.spans += _merge_one_bisecting(connection, segment, result)
+        result.duplicates += total - (result.spans - spans_before) - (result.dropped_rows - dropped_before)
         result.segments += len(chunk)
         finished.extend(chunk)
         if on_progress is not None:

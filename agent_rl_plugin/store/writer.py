@@ -55,6 +55,7 @@ class ExportStats:
         "spans_received",
         "spans_written",
         "spans_dropped",
+        "spans_duplicate",
         "rewards_written",
         "batches_written",
         "batches_failed",
@@ -367,7 +368,7 @@ class StoreWriter:
             if reward_tables:
                 rewards = reward_tables[0] if len(reward_tables) == 1 else pa.concat_tables(reward_tables)
             try:
-                insert_batch(connection, spans, rewards)
+                inserted = insert_batch(connection, spans, rewards)
             except Exception as exc:
                 self._report("insert", exc)
                 self.stats.add(batches_failed=1)
@@ -379,13 +380,15 @@ class StoreWriter:
                 self.stats.add(
                     spans_written=outcome.written,
                     spans_dropped=outcome.dropped,
+                    spans_duplicate=outcome.duplicates,
                     rewards_written=outcome.rewards_written,
                 )
                 if outcome.first_error is not None and outcome.first_error is not exc:
                     self._report("row", outcome.first_error)
                 return
             self.stats.add(
-                spans_written=n,
+                spans_written=inserted,
+                spans_duplicate=n - inserted,
                 batches_written=1,
                 rewards_written=0 if rewards is None else rewards.num_rows,
             )
