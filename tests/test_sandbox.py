@@ -685,3 +685,22 @@ def test_interrupted_run_still_cleans_up(monkeypatch):
         run_python("import time\ntime.sleep(60)", timeout_s=60)
     assert wait_until(lambda: not set(processes_with("arl-sandbox-")) - before, 5)
     assert set(Path("/tmp").glob("arl-sandbox-*")) <= before_dirs
+
+
+def test_stdin_cannot_be_reopened_by_path(no_namespaces):
+    """The stdin text is an open file whose name is gone before the code starts (without a mount
+    namespace the working directory is on disk, next to the code): the code reads it once on
+    fd 0, but cannot open it again (the code_execution harness hides a nonce there)."""
+    result = run_python(code("""
+        import os, sys
+        print(sys.stdin.read().strip())
+        names = [n for n in os.listdir(".") if n != "main.py"]
+        print(names)
+        for name in names:
+            try:
+                print(open(name).read())
+            except OSError as exc:
+                print(type(exc).__name__)
+    """), stdin="secret\n", timeout_s=20)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == ["secret", "[]"]

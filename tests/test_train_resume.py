@@ -1,6 +1,12 @@
 """KTO checkpoints and resuming: a run saving every 2 steps leaves checkpoint-2 and checkpoint-4;
 ``resume_from_checkpoint=True`` continues from the latest to a larger ``max_steps``; a bad
-checkpoint path is a TrainConfigError; ``latest_checkpoint`` picks the largest N."""
+checkpoint path is a TrainConfigError; ``latest_checkpoint`` picks the largest N.
+
+Resuming must really restore the checkpoint, not just retrain from the same seed (which would
+reproduce the same numbers): the checkpoint's adapter weights are overwritten with values no
+training run produces, and the resumed run must start from exactly those (zero more steps: the
+saved adapter equals them; one more step: it stays within one optimiser step of them), with the
+optimiser and scheduler counters and the logged history carried on from the checkpoint's step."""
 
 from __future__ import annotations
 
@@ -82,6 +88,81 @@ def test_checkpoints_then_resume_from_the_latest(tiny, dataset, tmp_path):
     assert checkpoint_to_resume(explicit) == str(out / "checkpoint-2")
     # the string "latest" means True
     assert config(tiny, out, resume_from_checkpoint="latest").resume_from_checkpoint is True
+
+
+def _adapter_weights(directory: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(directory / "adapter_model.safetensors"))
+
+
+def _plant_weights(checkpoint: Path) -> dict:
+    """Overwrite the checkpoint's adapter weights with seeded values of the same shapes (far from
+    anything a fresh LoRA init or 4 steps at lr 1e-3 produce); return them."""
+    import torch
+    from safetensors.torch import save_file
+
+    generator = torch.Generator().manual_seed(1234)
+    planted = {name: (torch.rand(t.shape, generator=generator, dtype=torch.float32) * 0.4 + 0.3).to(t.dtype)
+               for name, t in _adapter_weights(checkpoint).items()}
+    save_file(planted, str(checkpoint / "adapter_model.safetensors"), metadata={"format": "pt"})
+    return planted
+
+
+def _optimizer_steps(checkpoint: Path) -> set[int]:
+    import torch
+
+    state = torch.load(checkpoint / "optimizer.pt", map_location="cpu", weights_only=False)["state"]
+    return {int(s["step"]) for s in state.values()}
+
+
+def _scheduler_epoch(checkpoint: Path) -> int:
+    import torch
+
+    return int(torch.load(checkpoint / "scheduler.pt", map_location="cpu", weights_only=False)["last_epoch"])
+
+
+def test_resume_restores_weights_optimizer_and_step(tiny, dataset, tmp_path):
+    import json
+
+    import torch
+
+    out = tmp_path / "run"
+    first = train_kto(config(tiny, out, save_strategy="steps", save_steps=2, max_steps=6), dataset, progress=False)
+    checkpoint = out / "checkpoint-4"  # as if the run had died after step 4
+    assert first.global_step == 6 and _optimizer_steps(checkpoint) == {4} and _scheduler_epoch(checkpoint) == 4
+    planted = _plant_weights(checkpoint)
+    state_path = checkpoint / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    marked = next(entry for entry in state["log_history"] if entry.get("step") == 1 and "loss" in entry)
+    marked["loss"] = 123.0  # a value no run logs: it can only come back from this file
+    state_path.write_text(json.dumps(state))
+
+    # zero more steps: the adapter saved at the end is exactly the checkpoint's
+    same = train_kto(config(tiny, out, max_steps=4, resume_from_checkpoint=str(checkpoint)), dataset, progress=False)
+    assert same.resumed_from == str(checkpoint) and same.global_step == 4
+    restored = _adapter_weights(Path(same.adapter_path))
+    assert restored.keys() == planted.keys()
+    not_restored = [name for name, tensor in planted.items() if not torch.equal(restored[name], tensor)]
+    assert not_restored == [], f"weights not restored from the checkpoint: {not_restored[:3]}"
+
+    # the rest of the run: it goes on from the checkpoint's weights, optimiser state and step number
+    # (steps 5 and 6; checkpoint-6 of the first run moved away, so the one read below is new)
+    (out / "checkpoint-6").rename(out / "first-checkpoint-6")
+    rest = train_kto(config(tiny, out, save_strategy="steps", save_steps=2, max_steps=6,
+                            resume_from_checkpoint=str(checkpoint)), dataset, progress=False)
+    assert rest.resumed_from == str(checkpoint) and rest.global_step == 6
+    stepped = _adapter_weights(out / "checkpoint-6")
+    moved = max(float((stepped[name].float() - tensor.float()).abs().max()) for name, tensor in planted.items())
+    assert 0 < moved < 0.02, f"two steps at lr <= 1e-3 from the planted weights moved them by {moved}"
+    assert _optimizer_steps(out / "checkpoint-6") == {6}, "the optimizer state was not restored"
+    assert _scheduler_epoch(out / "checkpoint-6") == 6, "the LR scheduler state was not restored"
+    logged = {entry["step"]: entry for entry in rest.log_history if "loss" in entry}
+    before = {entry["step"]: entry for entry in first.log_history if "loss" in entry}
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]
+    assert logged[1]["loss"] == 123.0, "the log history did not come from the checkpoint"
+    assert [logged[s]["learning_rate"] for s in (5, 6)] == [before[s]["learning_rate"] for s in (5, 6)]
+    assert logged[5]["loss"] != before[5]["loss"], "step 5 did not start from the checkpoint's (planted) weights"
 
 
 def test_bad_checkpoint_paths_are_config_errors(tiny, dataset, tmp_path):

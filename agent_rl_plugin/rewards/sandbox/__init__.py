@@ -6,7 +6,8 @@ The code really runs, in a fresh interpreter, with these layers (each one is tes
 * **Separate process, scrubbed environment.** The child gets only ``PATH``, ``LANG``,
   ``HOME`` and ``TMPDIR`` (both the temporary working directory): no secret of the parent's
   environment (``OPENAI_API_KEY`` ...) is visible. stdin is ``/dev/null`` unless ``stdin`` text
-  is given. The interpreter runs with ``-I -S -B``: isolated mode (``PYTHON*`` variables, the
+  is given (then an open file whose name is removed before the code starts: it cannot be
+  reopened by path). The interpreter runs with ``-I -S -B``: isolated mode (``PYTHON*`` variables, the
   user site directory and the script directory are ignored) and no ``site`` module, so no
   ``site-packages`` (only the standard library can be imported) and no ``.pth`` files. ``-S``
   also removes the ``exit``/``quit`` builtins that ``site`` defines; the launcher puts them back,

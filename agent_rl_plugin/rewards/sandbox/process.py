@@ -136,6 +136,7 @@ def _execute(
             with open(stdin_path, "wb") as f:
                 f.write(stdin.encode() if isinstance(stdin, str) else bytes(stdin))
             stdin_file = open(stdin_path, "rb")
+            os.unlink(stdin_path)  # only the open file is left: the code cannot reopen (and re-read) it
         if runtime.uid is not None and not mount:
             os.chown(workdir, runtime.uid, runtime.gid)
         status_r, status_w = os.pipe()
