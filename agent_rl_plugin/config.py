@@ -12,15 +12,42 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+#: Names whose value is a secret in ``name=value`` / ``name: value`` / ``"name": "value"`` text
+#: (case-insensitive; the name may carry a prefix: ``db_password``, ``GITHUB_TOKEN``, ``x-api-key``).
+_SECRET_NAME = (
+    r"(?i:(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]{0,40}?"
+    r"(?:passw(?:or)?d|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|client[_\-]?secret))"
+    r"\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}"
+)
+
 #: Patterns for secrets that are masked in captured content unless redaction is switched off.
+#: A match is replaced by ``[REDACTED]``; where a pattern has a group named ``secret``, only that
+#: group is (the scheme, user and host of a URL, a key's name, "Bearer " stay readable).
 DEFAULT_REDACTION_PATTERNS: tuple[str, ...] = (
-    r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style keys (sk-..., sk-proj-...)
-    r"sk-ant-[A-Za-z0-9_\-]{16,}",  # Anthropic keys
-    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
-    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-    r"xox[abpr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    # PEM private key blocks, to their END line (or to the end of a cut value)
+    r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+    r"(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    # JWTs: three base64url segments, header and payload JSON objects ("eyJ" = '{"')
+    r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
+    # the password of scheme://user:password@host
+    r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@\"'<>]{0,256}:(?P<secret>[^\s/?#\"'<>]{1,256})@",
+    # name=value secrets: double-quoted (JSON, also with escaped quotes), single-quoted, bare
+    _SECRET_NAME + r"\\?\"(?P<secret>[^\"\\\r\n]{1,1024})",
+    _SECRET_NAME + r"'(?P<secret>[^'\r\n]{1,1024})",
+    _SECRET_NAME + r"(?!(?i:bearer|basic|token)[ \t]+\[)(?:(?i:bearer|basic|token)[ \t]+)?"
+    r"(?!(?:null|true|false|None)\b)"
+    r"(?P<secret>[^\s\"'`\\,;&<>(){}\[\]]{3,1024})",
+    # AWS secret access keys named in prose ("aws secret key is ...")
+    r"(?i:aws[_\-. ]?secret[A-Za-z0-9_\-. ]{0,30}?)[\s\"':=]{1,5}(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+    # Authorization: Basic / Bearer credentials
+    r"(?i:\bauthorization\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?basic[ \t]+)(?P<secret>[A-Za-z0-9+/]{6,}={0,2})",
+    r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)",
+    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic keys (sk-, sk-proj-, sk-ant-)
+    r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])",  # AWS access key ids
+    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_)
+    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}",  # GitHub fine-grained tokens
+    r"(?<![A-Za-z0-9])xox[baprs]-[A-Za-z0-9\-]{10,}",  # Slack tokens
     r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
-    r"(?i:bearer)\s+[A-Za-z0-9._\-+/=]{16,}",  # Authorization: Bearer ...
 )
 
 DEFAULT_DB_PATH = "agent_rl.duckdb"
@@ -60,6 +87,12 @@ class RLConfig(BaseModel):
     redaction_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_REDACTION_PATTERNS),
         description="Regular expressions whose matches are replaced by [REDACTED].",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More regular expressions to mask, added to redaction_patterns (a group named "
+        "`secret` masks only that group). AGENT_RL_REDACT_PATTERNS: comma-separated, or a JSON "
+        "list for patterns that contain commas.",
     )
     max_attribute_size: int = Field(
         32_768,

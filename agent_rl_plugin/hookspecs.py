@@ -77,6 +77,19 @@ def agent_rl_transform_attributes(
     """
 
 
+@hookspec
+def agent_rl_redaction_patterns() -> list[str]:
+    """Return regular expressions of secrets to mask, in addition to the configured ones.
+
+    Collected when :func:`agent_rl_plugin.configure` runs (and when ``agent-rl serve`` starts),
+    then added after ``config.redaction_patterns`` and ``config.redact_patterns`` everywhere
+    redaction applies: attributes (nested values too), span and event names, status messages,
+    link and resource attributes, spans received by ``agent-rl serve``, reward reasons. A match
+    becomes ``[REDACTED]``; with a group named ``secret`` only that group does. A pattern that
+    does not compile is logged and left out; an implementation that raises is skipped.
+    """
+
+
 # --- per rollout --------------------------------------------------------------------------
 @hookspec
 def agent_rl_rollout_start(rollout: "RolloutInfo") -> None:

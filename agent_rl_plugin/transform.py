@@ -1,8 +1,15 @@
-"""Applying ``agent_rl_transform_attributes`` hooks on every exporter's path.
+"""Applying ``agent_rl_transform_attributes`` hooks (and redaction) on every exporter's path.
 
 Our DuckDB exporter accepts the transform directly (it converts attributes to rows anyway);
 any other exporter (OTLP, a plugin's) is wrapped in :class:`TransformingSpanExporter`, which
 hands it copies of the spans with transformed span and event attributes.
+
+The transform made by :func:`make_attribute_transform` carries the config's
+:class:`~agent_rl_plugin.redaction.Redactor` as its ``redactor`` attribute (``None`` when
+redaction is off). Whoever converts spans uses it for what attribute hooks never see: span and
+event names, the status message, link and resource attributes (the store's
+:class:`~agent_rl_plugin.store.rows.SpanConverter`, and :meth:`TransformingSpanExporter.export`,
+which hands on a span unchanged when none of these holds a secret).
 """
 
 from __future__ import annotations
@@ -10,8 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import Link
+from opentelemetry.trace.status import Status
 
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.plugins import get_plugin_manager
@@ -25,8 +35,13 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     """A function applying every ``agent_rl_transform_attributes`` implementation in turn.
 
     It copies the attributes, so the caller's mapping is never changed. An implementation that
-    raises is logged once and skipped; the others still run.
+    raises is logged once and skipped; the others still run. The function's ``redactor``
+    attribute is the config's redactor (``None`` when redaction is off); making the transform
+    collects the ``agent_rl_redaction_patterns`` hooks again.
     """
+    from agent_rl_plugin.redaction import redactor_for
+
+    redactor = redactor_for(config, refresh=True)
     impls = get_plugin_manager().hook.agent_rl_transform_attributes.get_hookimpls()
     functions = [impl.function for impl in reversed(impls)]  # pluggy's call order
     failed: set[int] = set()
@@ -46,6 +61,7 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
                     )
         return copy
 
+    transform.redactor = redactor  # type: ignore[attr-defined]
     return transform
 
 
@@ -67,8 +83,11 @@ class TransformingSpanExporter(SpanExporter):
         self._transform = transform
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        redactor = getattr(self._transform, "redactor", None)
         try:
             copies = [self._copy(span) for span in spans]
+            if redactor is not None:
+                copies = [redact_span_fields(span, redactor) for span in copies]
         except Exception:
             logger.warning("agent-rl: could not transform spans; batch dropped", exc_info=True)
             return SpanExportResult.FAILURE
@@ -100,3 +119,78 @@ class TransformingSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def redact_span_fields(span: ReadableSpan, redactor: Any) -> ReadableSpan:
+    """``span`` with secrets masked in its name, status message, event names, link and resource
+    attributes (attribute hooks see none of these); ``span`` itself when none holds a secret."""
+    status = span.status
+    events, links = _events_and_links(span)
+    name = redactor.redact_name(span.name)
+    description = redactor.redact(status.description) if status.description else status.description
+    event_names = [redactor.redact_name(e.name) for e in events]
+    new_links = [_redacted_link(link, redactor) for link in links] if links else []
+    resource = _redacted_resource(span.resource, redactor)
+    if (
+        name is span.name
+        and description is status.description
+        and resource is span.resource
+        and all(new is e.name for new, e in zip(event_names, events))
+        and all(new is old for new, old in zip(new_links, links))
+    ):
+        return span
+    return ReadableSpan(
+        name=name,
+        context=span.context,
+        parent=span.parent,
+        resource=resource,
+        attributes=span.attributes,
+        events=tuple(
+            e if new is e.name else Event(new, e.attributes, e.timestamp) for new, e in zip(event_names, events)
+        ),
+        links=tuple(new_links),
+        kind=span.kind,
+        instrumentation_scope=span.instrumentation_scope,
+        status=status if description is status.description else Status(status.status_code, description),
+        start_time=span.start_time,
+        end_time=span.end_time,
+    )
+
+
+_plain_types: dict[type, bool] = {}
+
+
+def _events_and_links(span: ReadableSpan) -> tuple[Sequence[Event], Sequence[Link]]:
+    """The span's events and links, read from ReadableSpan's private fields when its class uses
+    ReadableSpan's own properties (which copy each under a lock), else through them."""
+    cls = type(span)
+    plain = _plain_types.get(cls)
+    if plain is None:
+        plain = _plain_types[cls] = cls.events is ReadableSpan.events and cls.links is ReadableSpan.links
+    if plain:
+        events, links = span._events, span._links  # noqa: SLF001 - read-only, as the properties do
+        return getattr(events, "_dq", events) or (), getattr(links, "_dq", links) or ()
+    return span.events, span.links
+
+
+def _redacted_link(link: Link, redactor: Any) -> Link:
+    attributes = dict(link.attributes or {})
+    return Link(link.context, attributes) if redactor.redact_attributes(attributes) else link
+
+
+_resources: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def _redacted_resource(resource: Any, redactor: Any) -> Any:
+    """``resource`` with secrets masked in its attributes (cached: spans share few resources)."""
+    if resource is None:
+        return None
+    cached = _resources.get(id(resource))
+    if cached is not None and cached[0] is resource and cached[1] is redactor:
+        return cached[2]
+    attributes = dict(resource.attributes)
+    redacted = Resource(attributes, resource.schema_url) if redactor.redact_attributes(attributes) else resource
+    if len(_resources) > 64:
+        _resources.clear()
+    _resources[id(resource)] = (resource, redactor, redacted)
+    return redacted

@@ -6,6 +6,12 @@ Contract:
   (the same conversion, normalisers and attribute size limit as the in-process exporter, so a
   span lands as the same row either way) and :class:`~agent_rl_plugin.store.writer.StoreWriter`
   (one thread owning the connection, batched Arrow inserts, bisecting retry of bad rows).
+* Received spans are redacted like the in-process exporter's: the converter gets the
+  ``agent_rl_transform_attributes`` transform of the receiver's config (``AGENT_RL_*``
+  variables: ``AGENT_RL_REDACT``, ``AGENT_RL_REDACTION_PATTERNS``, ``AGENT_RL_REDACT_PATTERNS``,
+  ``AGENT_RL_CAPTURE_CONTENT``; plus ``agent_rl_redaction_patterns`` hooks), so secrets sent by
+  any SDK are masked in attributes, names, status messages, events, links and resources before
+  they reach the file. ``transform=`` replaces it (``None``: store spans as received).
 * :meth:`SpanSink.accept` converts spans in the caller's thread and queues them **all or
   nothing**: it returns an :class:`Accepted` whose ``status`` is ``"ok"`` (every convertible
   span queued; ``failed`` counts unconvertible ones), ``"full"`` (more than ``max_pending_spans``
@@ -38,6 +44,7 @@ from agent_rl_plugin.store.writer import ExportStats, StoreWriter
 logger = logging.getLogger("agent_rl_plugin.receiver")
 
 DEFAULT_MAX_ATTRIBUTE_SIZE = 32_768  # RLConfig.max_attribute_size's default: the same cut as in-process
+FROM_CONFIG: Any = object()  # SpanSink(transform=...) default: the transform of the AGENT_RL_* config
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class SpanSink:
         max_attribute_size: int | None = DEFAULT_MAX_ATTRIBUTE_SIZE,
         normalizers: Sequence[tuple[str, Normalizer]] | None = None,
         write_delay_s: float = 0.0,
+        transform: Any = FROM_CONFIG,
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.stats = ExportStats()
@@ -86,8 +94,13 @@ class SpanSink:
             except Exception as exc:  # a broken plugin must not stop the receiver
                 self._report("normalizers", exc)
                 normalizers = []
+        if transform is FROM_CONFIG:
+            transform = self._config_transform()
         self.converter = SpanConverter(
-            normalizers=list(normalizers), max_attribute_size=max_attribute_size, on_error=self._report
+            transform=transform,
+            normalizers=list(normalizers),
+            max_attribute_size=max_attribute_size,
+            on_error=self._report,
         )
         self.writer = _Writer(
             self.path,
@@ -104,6 +117,34 @@ class SpanSink:
         self._key = store_key(self.path)
         self._closed = False
         register_writer(self._key, self.writer)  # open_reader() in this process reads through us
+
+    def _config_transform(self) -> Any:
+        """The attribute transform (with its redactor) of the ``AGENT_RL_*`` config; with
+        unreadable variables, of the defaults (redaction on), never none at all."""
+        from agent_rl_plugin.config import RLConfig
+        from agent_rl_plugin.transform import make_attribute_transform
+
+        try:
+            config = RLConfig.from_env()
+        except Exception as exc:  # a bad variable must not switch redaction off
+            self._report("config", exc)
+            config = RLConfig()
+        try:
+            return make_attribute_transform(config)
+        except Exception as exc:  # a broken plugin manager: still redact with the config's patterns
+            self._report("transform", exc)
+        from agent_rl_plugin.redaction import Redactor
+
+        redactor = Redactor([*config.redaction_patterns, *config.redact_patterns]) if config.redact else None
+
+        def redact_only(attributes: dict[str, Any], span_name: str) -> dict[str, Any]:
+            copy = dict(attributes)
+            if redactor is not None:
+                redactor.redact_attributes(copy)
+            return copy
+
+        redact_only.redactor = redactor  # type: ignore[attr-defined]
+        return redact_only
 
     def _report(self, kind: str, exc: BaseException) -> None:
         message = str(exc) or type(exc).__name__

@@ -8,8 +8,11 @@
 * :class:`Outcome`: what a worker reports for one rollout (plain data, cheap to pickle).
 * :func:`outcome_rows`: an outcome as rows: the episode row (``step_index`` NULL) and one row per
   :class:`~agent_rl_plugin.rewards.result.StepOutput`; or one error row (``value`` NULL).
+* Secrets in a row's ``reason``, ``label``, ``error`` and ``metrics`` are masked with the
+  redactor of the ``AGENT_RL_*`` config (:func:`agent_rl_plugin.redaction.redactor_for`), as
+  recorded spans are: a reward that quotes a rollout's content stores no key.
 * :class:`RowWriter`: appends rows in batches, one transaction per batch, through
-  :func:`~agent_rl_plugin.store.connect_writer` (opened on the first batch only).
+  :func:`~agent_rl_plugin.store.connect_writer`, the file held for that batch only.
 """
 
 from __future__ import annotations
@@ -106,6 +109,33 @@ class RowContext:
     input_hash: str
 
 
+_REDACTED_COLUMNS = ("reason", "label", "error", "metrics")
+
+
+_REDACTION_VARIABLES = ("AGENT_RL_REDACT", "AGENT_RL_REDACTION_PATTERNS", "AGENT_RL_REDACT_PATTERNS")
+_redactor_cache: list[Any] = []  # [(variables' values, redactor)]
+
+
+def _redactor() -> Any:
+    """The redactor the ``AGENT_RL_*`` redaction variables ask for (``None`` when redaction is
+    off); rebuilt only when those variables change."""
+    import os
+
+    from agent_rl_plugin.config import RLConfig
+    from agent_rl_plugin.redaction import redactor_for
+
+    key = tuple(os.environ.get(name) for name in _REDACTION_VARIABLES)
+    if _redactor_cache and _redactor_cache[0][0] == key:
+        return _redactor_cache[0][1]
+    try:
+        config = RLConfig.from_env({n: v for n, v in zip(_REDACTION_VARIABLES, key) if v is not None})
+    except Exception:  # unreadable variables: the defaults (redaction on)
+        config = RLConfig()
+    redactor = redactor_for(config)
+    _redactor_cache[:] = [(key, redactor)]
+    return redactor
+
+
 def _row(ctx: RowContext, now: datetime, **values: Any) -> dict[str, Any]:
     row = {
         "reward_id": str(uuid.uuid4()), "rollout_id": ctx.rollout_id, "step_index": None, "name": ctx.name,
@@ -114,6 +144,11 @@ def _row(ctx: RowContext, now: datetime, **values: Any) -> dict[str, Any]:
         "created_at": now, "error": None, "trace_id": None, "span_id": None,
     }
     row.update(values)
+    redactor = _redactor()
+    if redactor is not None:
+        for column in _REDACTED_COLUMNS:
+            if isinstance(row[column], str):
+                row[column] = redactor.redact(row[column])
     return row
 
 
@@ -156,8 +191,9 @@ def done_keys(
 class RowWriter:
     """Buffers rows and appends them to ``rewards`` in batches of ``batch_size``.
 
-    Each batch is one transaction. The connection opens with the first batch, so a run that
-    writes nothing never takes the write lock. Use as a context manager (flushes and closes).
+    Each batch is one transaction in a short write lease (the file is opened for the batch and
+    closed after it), so a run that writes nothing never takes the write lock, and a long run
+    lets other processes in between its batches. Use as a context manager (flushes at the end).
     """
 
     def __init__(self, db_path: str, batch_size: int = 500) -> None:
@@ -165,7 +201,6 @@ class RowWriter:
         self.batch_size = max(1, batch_size)
         self.pending: list[dict[str, Any]] = []
         self.written = 0
-        self._connection: duckdb.DuckDBPyConnection | None = None
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:
         self.pending.extend(rows)
@@ -175,25 +210,23 @@ class RowWriter:
     def flush(self) -> None:
         if not self.pending:
             return
-        if self._connection is None:
-            from agent_rl_plugin.store import connect_writer
+        from agent_rl_plugin.store import connect_writer
 
-            self._connection = connect_writer(self.db_path)
         table = pa.Table.from_pylist(self.pending, schema=_SCHEMA)
-        connection = self._connection
-        columns = ", ".join(COLUMNS)
-        with arrow_transaction(connection, {"_arl_new_rewards": table}):
-            connection.execute(f"INSERT INTO rewards ({columns}) SELECT {columns} FROM _arl_new_rewards")
+        # A short lease per batch: other processes (agents merging spans, readers) get the file
+        # between batches, however long scoring takes.
+        connection = connect_writer(self.db_path, what="agent-rl score (writing rewards)")
+        try:
+            columns = ", ".join(COLUMNS)
+            with arrow_transaction(connection, {"_arl_new_rewards": table}):
+                connection.execute(f"INSERT INTO rewards ({columns}) SELECT {columns} FROM _arl_new_rewards")
+        finally:
+            connection.close()
         self.written += len(self.pending)
         self.pending = []
 
     def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self.flush()
 
     def __enter__(self) -> "RowWriter":
         return self

@@ -8,6 +8,11 @@ Contract:
 * Attributes go through the attribute transform (redaction etc., ``fn(attrs, span_name) ->
   attrs``; it also applies to event attributes) and then through every normaliser
   (``fn(attrs, span_name) -> None``, adding keys in place; span attributes only).
+* When the transform has a ``redactor`` attribute (a :class:`~agent_rl_plugin.redaction.Redactor`,
+  as :func:`~agent_rl_plugin.transform.make_attribute_transform` gives it), the stored span name,
+  status message (also one completed from an exception event), event names, link attributes
+  and resource attributes (so ``service_name`` too) are masked with it. Transforms and
+  normalisers still receive the original span name.
 * Each attribute dict (and each span's event list) is encoded with **one** JSON encode call
   (:mod:`agent_rl_plugin.store.encoding`: unencodable values as safe repr, NaN as text, values
   over ``max_attribute_size`` cut with the truncation marker). Text UTF-8 cannot hold (lone
@@ -161,19 +166,21 @@ class SpanConverter:
         self.normalizers = list(normalizers)
         self.max_attribute_size = max_attribute_size
         self.on_error = on_error
-        self._resources: dict[int, tuple[Any, str, str | None]] = {}
+        self._resources: dict[int, tuple[Any, str, str | None, Any]] = {}
 
     # --- pieces ---------------------------------------------------------------------------
-    def _resource(self, resource: Any) -> tuple[str, str | None]:
+    def _resource(self, resource: Any, redactor: Any = None) -> tuple[str, str | None]:
         cached = self._resources.get(id(resource))
-        if cached is not None and cached[0] is resource:
+        if cached is not None and cached[0] is resource and cached[3] is redactor:
             return cached[1], cached[2]
         attrs = dict(resource.attributes) if resource is not None else {}
+        if redactor is not None:
+            redactor.redact_attributes(attrs)
         text = encode_json(attrs)
         service = _str_or_none(attrs.get("service.name"))
         if len(self._resources) > 64:
             self._resources.clear()
-        self._resources[id(resource)] = (resource, text, service)
+        self._resources[id(resource)] = (resource, text, service, redactor)
         return text, service
 
     def _normalize(self, attrs: dict[str, Any], name: str) -> None:
@@ -185,14 +192,17 @@ class SpanConverter:
                     self.on_error(f"normalizer {label}", exc)
 
     def _events(self, events: Sequence[Any], span_name: str, trace_hex: str, span_hex: str,
-                rollout_id: str, rewards: list[dict[str, Any]]) -> str:
+                rollout_id: str, rewards: list[dict[str, Any]], redactor: Any = None) -> str:
         transform = self.transform
         out = []
+        names = [event.name for event in events]
+        if redactor is not None:
+            names = [redactor.redact_name(n) if isinstance(n, str) else n for n in names]
         for position, event in enumerate(events):
             event_attrs = dict(event.attributes or {})
             if transform is not None:
                 event_attrs = transform(event_attrs, span_name)
-            out.append({"name": event.name, "time": event.timestamp, "attributes": event_attrs})
+            out.append({"name": names[position], "time": event.timestamp, "attributes": event_attrs})
             if event.name == sc.EVENT_EVALUATION_RESULT:
                 rewards.append(self._reward(event_attrs, event.timestamp, trace_hex, span_hex, position, rollout_id))
         text = encode_json(out)
@@ -247,19 +257,21 @@ class SpanConverter:
         return message
 
     @staticmethod
-    def _links(links: Sequence[Any]) -> str:
+    def _links(links: Sequence[Any], redactor: Any = None) -> str:
         if not links:
             return "[]"
-        return encode_json(
-            [
-                {
-                    "trace_id": f"{link.context.trace_id:032x}",
-                    "span_id": f"{link.context.span_id:016x}",
-                    "attributes": dict(link.attributes or {}),
-                }
-                for link in links
-            ]
-        )
+        out = [
+            {
+                "trace_id": f"{link.context.trace_id:032x}",
+                "span_id": f"{link.context.span_id:016x}",
+                "attributes": dict(link.attributes or {}),
+            }
+            for link in links
+        ]
+        if redactor is not None:
+            for item in out:
+                redactor.redact_attributes(item["attributes"])
+        return encode_json(out)
 
     # --- one span -------------------------------------------------------------------------
     def _encode_attributes(self, attrs: dict[str, Any]) -> str:
@@ -277,32 +289,39 @@ class SpanConverter:
         (context, parent, name, attrs, events, links, resource, scope, status, kind, start, end) = _fields(span)
         trace_hex = f"{context.trace_id:032x}"
         span_hex = f"{context.span_id:016x}"
+        redactor = None
         if self.transform is not None:
             attrs = self.transform(attrs, name)
+            redactor = getattr(self.transform, "redactor", None)
         if self.normalizers:
             self._normalize(attrs, name)
         if events:
             rollout_id = attrs.get(sc.ROLLOUT_ID)
             rollout_id = trace_hex if rollout_id is None else str(rollout_id)
-            events_json = self._events(events, name, trace_hex, span_hex, rollout_id, rewards)
+            events_json = self._events(events, name, trace_hex, span_hex, rollout_id, rewards, redactor)
         else:
             events_json = "[]"
-        resource_json, service = self._resource(resource)
+        resource_json, service = self._resource(resource, redactor)
         status_code = getattr(status.status_code, "_name_", None) or "UNSET"
         status_message = status.description or None
         if status_code == "ERROR" and events and (status_message is None or sc.ERROR_TYPE not in attrs):
             status_message = self._exception_error(events, attrs, name, status_message)
+        stored_name = name if isinstance(name, str) else str(name)
+        if redactor is not None:
+            stored_name = redactor.redact_name(stored_name)
+            if status_message:
+                status_message = redactor.redact(status_message)
         return (
             trace_hex,
             span_hex,
             None if parent is None else f"{parent.span_id:016x}",
-            name if isinstance(name, str) else str(name),
+            stored_name,
             getattr(kind, "_name_", None) or str(kind),
             status_code,
             status_message,
             self._encode_attributes(attrs),
             events_json,
-            self._links(links) if links else "[]",
+            self._links(links, redactor) if links else "[]",
             resource_json,
             None if scope is None else scope.name,
             None if scope is None else scope.version,
