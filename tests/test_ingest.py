@@ -104,3 +104,19 @@ def test_a_span_with_invalid_ids_is_reported_the_rest_of_its_line_lands(tmp_path
     report = ingest_paths(tmp_path / "ids.duckdb", [path])
     assert report.inserted == 1 and report.spans_read == 2
     assert report.errors == [{"file": str(path), "line": 1, "error": "1 spans with invalid ids skipped"}]
+
+
+def test_secrets_in_ingested_files_are_redacted_as_when_recorded(tmp_path, plugin_manager):
+    secret = "sk-proj-" + "Q7x" * 12
+    document = json.loads(request_to_json(encode_spans(make_spans(1, "sec"))))
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append({"key": "prompt", "value": {"stringValue": f"use key {secret} please"}})
+    span["name"] = f"call with {secret}"
+    path = tmp_path / "secret.jsonl"
+    path.write_text(json.dumps(document) + "\n")
+    db = tmp_path / "sec.duckdb"
+    report = ingest_paths(db, [path])
+    assert report.inserted == 2
+    assert secret not in str(rows(db, "spans", "name, attributes"))
+    assert "[REDACTED]" in str(rows(db, "spans", "name, attributes"))
+    assert secret.encode() not in db.read_bytes()

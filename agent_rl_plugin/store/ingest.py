@@ -301,15 +301,23 @@ def ingest_paths(
     batch_spans: int = 20_000,
     normalizers: Any = None,
     max_attribute_size: int | None = 32_768,
+    transform: Any = None,
 ) -> IngestReport:
-    """Load ``paths`` into ``db`` (see the module contract)."""
+    """Load ``paths`` into ``db`` (see the module contract). OTLP/JSON spans go through
+    ``transform`` (default: the ``AGENT_RL_*`` config's, so secrets are redacted as when
+    recorded); Parquet exports of a store are copied as they are (redacted when recorded)."""
     files = find_files(paths)
     report = IngestReport()
     if normalizers is None:
         from agent_rl_plugin.store.exporter import collect_normalizers
 
         normalizers = collect_normalizers()
-    converter = SpanConverter(normalizers=normalizers, max_attribute_size=max_attribute_size)
+    if transform is None:
+        from agent_rl_plugin.config import RLConfig
+        from agent_rl_plugin.transform import make_attribute_transform
+
+        transform = make_attribute_transform(RLConfig.from_env())
+    converter = SpanConverter(transform=transform, normalizers=normalizers, max_attribute_size=max_attribute_size)
     connection = connect_writer(db)
     try:
         for path in files:
