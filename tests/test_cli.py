@@ -178,7 +178,7 @@ def test_locked_database_names_the_fix(recorded, capsys, tmp_path):
         holder.kill()
         holder.wait()
     assert code == 1
-    assert "locked" in err.lower() and "agent-rl serve" in err
+    assert "locked" in err.lower() and f"PID {holder.pid}" in err and "close its connection" in err
 
 
 def test_demo_runs_end_to_end_from_the_console_script(tmp_path):

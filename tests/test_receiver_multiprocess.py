@@ -82,7 +82,8 @@ AGENT = textwrap.dedent(
 
 def start_serve(db: Path, *extra: str) -> tuple[subprocess.Popen, dict]:
     process = subprocess.Popen(
-        [sys.executable, "-c", CLI, "serve", "--db", str(db), "--port", "0", *extra],
+        # --no-token: these tests are about many writers, not auth (tests/test_security_receiver.py)
+        [sys.executable, "-c", CLI, "serve", "--db", str(db), "--port", "0", "--no-token", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "AGENT_RL_SERVE_TOKEN": ""},
     )

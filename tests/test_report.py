@@ -339,9 +339,7 @@ def test_cli_json_where_and_errors(store, tmp_path, plugin_manager):
     assert "coordination" not in data["sections"]  # no votes among the shop rollouts
     assert data["sections"][0] == "overview" and "training" in data["sections"] and "worst" in data["sections"]
     assert data["bytes"] == out.stat().st_size
-    mask = os.umask(0o022)
-    os.umask(mask)
-    assert out.stat().st_mode & 0o777 == 0o666 & ~mask  # like any new file, not mkstemp's 0600
+    assert out.stat().st_mode & 0o777 == 0o600  # reports hold prompts and outputs: this user only
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
     assert "task_id like &#x27;shop-%&#x27;" in text

@@ -122,6 +122,14 @@ def compute(
     from agent_rl_plugin.store.errors import StoreError
 
     path = db_path(db)
+    if where:
+        from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
+
+        try:  # spliced into the selection on a reader connection: this check is its wall
+            check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
+        except UserSqlError as exc:
+            raise UserError(f"bad --where: {exc}", "--where is a condition over the rollouts view, "
+                            "e.g. \"task_id = 'shop-0'\"") from None
     try:
         run = compute_advantages(
             path, method.lower(), where=where, reward_names=reward, weights=parse_weights(weight), scale=scale,

@@ -40,6 +40,27 @@ def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+def make_private(path: str) -> None:
+    """Make what a command wrote at ``path`` readable by this user only: a file 0600, a folder
+    0700 with every file under it 0600 (exports can hold prompts, outputs and rewards).
+    ``$AGENT_RL_FILE_MODE`` (octal, e.g. ``644``) sets another file mode (folders get the
+    matching search bits)."""
+    import os
+
+    try:
+        mode = int(os.environ.get("AGENT_RL_FILE_MODE", "600"), 8) & 0o666
+    except ValueError:
+        mode = 0o600
+    folder_mode = mode | (mode & 0o444) >> 2 | 0o700
+    if os.path.isdir(path):
+        for folder, _, files in os.walk(path):
+            os.chmod(folder, folder_mode)
+            for name in files:
+                os.chmod(os.path.join(folder, name), mode)
+    elif os.path.exists(path):
+        os.chmod(path, mode)
+
+
 def db_path(explicit: str | None) -> str:
     """The database for a command: ``--db``, else ``AGENT_RL_DB``, else ``./agent_rl.duckdb``."""
     return resolve_db_path(explicit)

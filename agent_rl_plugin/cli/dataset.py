@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, fail, print_json
+from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, fail, make_private, print_json
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Build KTO, GRPO and GiGPO-step datasets from recorded rollouts.", no_args_is_help=True)
@@ -134,6 +134,7 @@ def build_command(
             extra_columns=not no_extra, report=report,
         )
         write_dataset(table, out)
+        make_private(out)
     except (DatasetError, UserError) as exc:
         fail(escape(str(exc)), escape(exc.hint) if getattr(exc, "hint", None) else None)
     except StoreError as exc:

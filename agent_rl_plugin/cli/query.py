@@ -1,25 +1,29 @@
 """``agent-rl query SQL``: run a read-only SQL query over the store.
 
-Only reading statements run (SELECT, WITH ... SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); any
-other statement is refused before it reaches DuckDB, and the connection itself is read-only.
-While ``agent-rl serve`` holds the file (DuckDB then lets no other process open it), the query
-runs through that receiver's read-only ``POST /query``, found through ``<db>.serve.json``.
+Only reading statements run (SELECT, WITH ... SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN): any
+other statement, a data-modifying CTE, or a table function that reads files or URLs is refused
+before it reaches DuckDB (:func:`~agent_rl_plugin.store.user_sql.check_user_sql`). The query
+then runs on its own locked, read-only DuckDB connection with no file or network access, a time
+limit (``--timeout``), a row cap (``--max-rows``; a cut result says so on stderr) and a memory
+limit (:func:`~agent_rl_plugin.store.user_sql.run_user_query`). While ``agent-rl serve`` holds
+the file (DuckDB then lets no other process open it), the query runs through that receiver's
+``POST /query`` (same checks and limits there), found through ``<db>.serve.json`` with its token.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-import duckdb
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, UserError, db_path, print_rows
+from agent_rl_plugin.cli.common import DbOption, UserError, db_path, err_console, print_rows
 from agent_rl_plugin.hookspecs import hookimpl
 
 QUERY_HINT = (
     "tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events "
     "(see docs/schema.md, or `agent-rl query \"show tables\"`)"
 )
+WRITE_HINT = "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`, files loaded by `agent-rl ingest`"
 
 
 class OutputFormat(str, Enum):
@@ -31,56 +35,60 @@ class OutputFormat(str, Enum):
 def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` read-only against the database at ``path``; returns (columns, rows).
 
-    Raises :class:`UserError` for a writing statement or an SQL error, with the fix.
+    The other commands' helper: no row cap (their own SQL), a 10-minute limit. Raises
+    :class:`UserError` for a refused statement or an SQL error, with the fix.
     """
-    from agent_rl_plugin.store import StoreLockedError, is_read_only_sql, open_reader
+    columns, rows, _ = run_query_result(path, sql, timeout_s=600.0, max_rows=1 << 62, max_bytes=1 << 62)
+    return columns, rows
+
+
+def run_query_result(path: str, sql: str, *, timeout_s: float = 60.0, max_rows: int = 100_000,
+                     max_bytes: int = 256 << 20) -> tuple[list[str], list[tuple], str | None]:
+    """Run ``sql`` read-only against the database at ``path``; returns (columns, rows,
+    truncated) where ``truncated`` is ``"rows"``/``"bytes"`` when a cap cut the result.
+
+    Raises :class:`UserError` for a refused statement or an SQL error, with the fix.
+    """
+    from agent_rl_plugin.store import StoreLockedError
+    from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query
 
     if not sql.strip():
         raise UserError("the query is empty", "pass a SELECT, e.g. agent-rl query \"select * from rollouts\"")
+    remote = _through_receiver(path, sql)  # a running receiver holds the file: ask it, don't wait for the lock
+    if remote is not None:
+        return remote
     try:
-        read_only = is_read_only_sql(sql)
-    except duckdb.Error as exc:
-        raise UserError(f"SQL error: {_first_line(exc)}", QUERY_HINT) from None
-    if not read_only:
-        raise UserError(
-            "agent-rl query only reads: this statement would change the database or files, so it was refused",
-            "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`",
-        )
-    try:
-        connection = open_reader(path, snapshot=False)  # a receiver answers /query without a copy
+        result = run_user_query(path, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes)
+    except SqlRefused as exc:
+        raise UserError(f"agent-rl query only reads the database: {exc}", WRITE_HINT) from None
+    except QueryTimeout as exc:
+        raise UserError(str(exc), "narrow the query, or pass a larger --timeout") from None
+    except UserSqlError as exc:
+        raise UserError(str(exc), QUERY_HINT) from None
     except StoreLockedError:
         remote = _through_receiver(path, sql)
         if remote is None:
             raise
         return remote
-    try:
-        result = connection.execute(sql)
-        columns = [d[0] for d in result.description] if result.description else []
-        rows = result.fetchall() if columns else []
-    except duckdb.Error as exc:
-        raise UserError(f"SQL error: {_first_line(exc)}", QUERY_HINT) from None
-    finally:
-        connection.close()
-    return columns, rows
+    return result.columns, result.rows, result.reason
 
 
-def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple]] | None:
-    """(columns, rows) from the running ``agent-rl serve`` of ``path``, or ``None`` if there is none."""
-    from agent_rl_plugin.receiver.client import RemoteQueryError, find_receiver, remote_query
+def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple], str | None] | None:
+    """(columns, rows, truncated) from the running ``agent-rl serve`` of ``path``, or ``None``."""
+    from agent_rl_plugin.receiver.client import RemoteQueryError, find_receiver, remote_query_table
 
     info = find_receiver(path)
     if info is None:
         return None
     try:
-        return remote_query(info, sql)
+        table, truncated = remote_query_table(info, sql)
     except RemoteQueryError as exc:
-        raise UserError(str(exc), QUERY_HINT) from None
+        text = str(exc)
+        raise UserError(text, WRITE_HINT if "only read" in text else QUERY_HINT) from None
     except OSError:
         return None
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    rows = list(zip(*(column.to_pylist() for column in table.columns))) if table.num_columns else []
+    return list(table.column_names), rows, truncated
 
 
 def query(
@@ -88,10 +96,15 @@ def query(
     db: str = DbOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="Output format."),
     json_output: bool = typer.Option(False, "--json", help="Same as --format json."),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Stop the query after this many seconds."),
+    max_rows: int = typer.Option(100_000, "--max-rows", min=1, help="Return at most this many rows."),
 ) -> None:
     """Run a read-only SQL query over rollouts, steps, LLM calls, tool calls, events and rewards."""
-    columns, rows = run_query(db_path(db), sql)
+    columns, rows, truncated = run_query_result(db_path(db), sql, timeout_s=timeout, max_rows=max_rows)
     print_rows(columns, rows, "json" if json_output else fmt.value)
+    if truncated:
+        err_console.print(f"[yellow]truncated:[/] the result was cut at {len(rows)} rows (the {truncated} cap); "
+                          "add a LIMIT/WHERE or pass --max-rows", highlight=False)
 
 
 @hookimpl

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rich.markup import escape
 
-from agent_rl_plugin.cli.common import DbOption, console, db_path, err_console, fail, print_json
+from agent_rl_plugin.cli.common import DbOption, console, db_path, err_console, fail, make_private, print_json
 from agent_rl_plugin.hookspecs import hookimpl
 
 
@@ -47,6 +47,7 @@ def report(
                 progress.update(bar, description=step, completed=done, total=total)
 
             summary = build_report(path, out, where=where, worst=worst, progress=on_step)
+        make_private(out)
     except ReportError as exc:
         _fail(str(exc), exc.hint)
     except StoreError as exc:

@@ -5,8 +5,11 @@
 (``configure(otlp_endpoint="http://127.0.0.1:4318", db=None)``) and writes the spans into
 ``PATH``; it runs until SIGTERM or SIGINT (Ctrl-C), then writes everything it acknowledged and
 exits 0. ``agent-rl serve --stats [--host --port]`` prints a running receiver's counters
-(``--json`` for JSON). The token defaults to ``$AGENT_RL_SERVE_TOKEN``; without one, keep the
-default loopback host. See :mod:`agent_rl_plugin.receiver` for the endpoints.
+(``--json`` for JSON). The token defaults to ``$AGENT_RL_SERVE_TOKEN``, else a random one made
+at start and written to the 0600 ``<db>.serve.json`` (local clients, ``agent-rl query`` and
+loopback OTLP exporters of this user pick it up). ``--no-token`` serves without one (loopback
+only); a ``--host`` beyond loopback needs ``--token``. See docs/security.md and
+:mod:`agent_rl_plugin.receiver` for the endpoints.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ def serve(
         None, "--token", help="Require 'Authorization: Bearer TOKEN' (default: $AGENT_RL_SERVE_TOKEN).",
         show_default=False,
     ),
+    no_token: bool = typer.Option(False, "--no-token", help="Serve without a token (loopback only)."),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="Also answer requests for this Host name "
+                                         "(e.g. a reverse proxy's public name); repeatable."),
+    max_connections: int = typer.Option(64, "--max-connections", min=1, help="Connections served at once "
+                                        "(more get 503)."),
     stats: bool = typer.Option(False, "--stats", help="Print the counters of a running receiver and exit."),
     max_queue: int = typer.Option(200_000, "--max-queue", min=1, help="Spans waiting to be written before "
                                   "batches are refused with 429 (the exporters retry)."),
@@ -58,10 +66,13 @@ def serve(
     json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),
 ) -> None:
     """Receive OTLP/HTTP traces from many processes and write them into one DuckDB file."""
+    if no_token and token:
+        raise UserError("give --token or --no-token, not both")
     token = token if token is not None else os.environ.get("AGENT_RL_SERVE_TOKEN") or None
     if stats:
-        from agent_rl_plugin.receiver.client import fetch_stats
+        from agent_rl_plugin.receiver.client import base_url, fetch_stats, token_for_endpoint
 
+        token = token or token_for_endpoint(base_url(host, port))
         try:
             counters = fetch_stats(host, port, token)
         except PermissionError as exc:
@@ -74,14 +85,17 @@ def serve(
         _print_stats(counters, json_output)
         return
 
-    from agent_rl_plugin.receiver import Receiver
+    from agent_rl_plugin.receiver import Receiver, ReceiverConfigError
     from agent_rl_plugin.store.errors import StoreLockedError
 
     path = db_path(db)
-    receiver = Receiver(path, host=host, port=port, token=token or "", max_pending_spans=max_queue,
-                        max_body_bytes=max_body_mb << 20)
+    receiver = Receiver(path, host=host, port=port, token="" if no_token else token, max_pending_spans=max_queue,
+                        max_body_bytes=max_body_mb << 20, allowed_hosts=tuple(allow_host),
+                        max_connections=max_connections)
     try:
         receiver.start()
+    except ReceiverConfigError as exc:
+        raise UserError(str(exc), f"e.g. agent-rl serve --host {host} --token \"$(openssl rand -hex 32)\"") from None
     except StoreLockedError as exc:
         holder = f" (PID {exc.pid})" if exc.pid is not None else ""
         raise UserError(
@@ -103,8 +117,12 @@ def serve(
         f"configure(otlp_endpoint=\"{receiver.url}\", db=None); stop with Ctrl-C or SIGTERM",
         highlight=False,
     )
-    if host not in ("127.0.0.1", "::1", "localhost") and not token:
-        err_console.print("[yellow]warning:[/] listening beyond loopback without --token", highlight=False)
+    if receiver.token_generated:
+        err_console.print(
+            f"agent-rl serve: a token was made for this run; local clients read it from "
+            f"{receiver.db}.serve.json (mode 0600); other processes: export AGENT_RL_SERVE_TOKEN",
+            highlight=False,
+        )
     try:
         receiver.serve_until(stop)
     finally:

@@ -109,6 +109,13 @@ def run_grpo_online(
     from agent_rl_plugin.train.reward_funcs import reward_functions
 
     _check_sources(where, sql)
+    if where and tasks:
+        from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
+
+        try:  # spliced into the tasks query on a reader connection: this check is its wall
+            check_condition(where, "SELECT task_id FROM tasks WHERE ({where})")
+        except UserSqlError as exc:
+            raise UserError(f"bad --where: {exc}", "--where is a condition over the tasks table") from None
     if not rewards:
         from agent_rl_plugin.rewards.registry import collect_rewards
 

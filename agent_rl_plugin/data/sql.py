@@ -269,6 +269,8 @@ def select_rollouts(
     """
     if where and sql:
         raise DatasetError("give either where or sql, not both")
+    if where:
+        _check_where(where)
     order = " ORDER BY start_time, rollout_id"
     try:
         if sql:
@@ -294,18 +296,35 @@ def select_rollouts(
     return table
 
 
+def _check_where(where: str) -> None:
+    """Refuse a ``where`` that is not one condition that only reads the database (no
+    data-modifying CTE, no file-reading table function): it is spliced into an internal query
+    on the caller's connection, so this check is its wall (see docs/security.md)."""
+    from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
+
+    try:
+        check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
+    except SqlRefused as exc:
+        raise DatasetError(f"where must be one condition that only reads the store: {exc}", exc.hint) from None
+    except UserSqlError as exc:
+        raise DatasetError(f"SQL error in where: {exc}", exc.hint) from None
+
+
 def query_columns(connection: duckdb.DuckDBPyConnection, sql: str) -> tuple[str, list[str]]:
     """``(inner, columns)`` of a user query: the query without its trailing ``;`` and its
     lower-cased column names. Raises :class:`DatasetError` when it does not parse, does not
-    only read, or fails to plan."""
-    from agent_rl_plugin.store import is_read_only_sql
+    only read the store (a write, a data-modifying CTE, a table function reading files: see
+    :func:`~agent_rl_plugin.store.user_sql.check_user_sql`), or fails to plan."""
+    from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_user_sql
 
     try:
-        read_only = is_read_only_sql(sql)
-    except duckdb.Error as exc:
-        raise DatasetError(f"SQL error in the query: {first_line(exc)}") from None
-    if not read_only:
-        raise DatasetError("the query must only read (SELECT ...): it would change the database")
+        check_user_sql(sql)
+    except SqlRefused as exc:
+        raise DatasetError(f"the query must only read the store (SELECT ...): {exc}", exc.hint) from None
+    except UserSqlError as exc:
+        raise DatasetError(f"SQL error in the query: {exc}") from None
+    if len(duckdb.extract_statements(sql)) != 1:
+        raise DatasetError("the query must be one SELECT statement")
     inner = sql.strip().rstrip(";")
     try:
         columns = [c.lower() for c in connection.sql(f"SELECT * FROM ({inner}) AS _q LIMIT 0").columns]

@@ -7,7 +7,8 @@ row conversion and queues it for one writer thread (:mod:`.sink`), with back-pre
 ``Retry-After``) when the queue is full. Reads while it runs go through its ``POST /query``
 (:mod:`.client`; ``agent-rl query`` finds it through ``<db>.serve.json``).
 
-* :class:`Receiver` (``start()``, ``port``, ``url``, ``stop()``, ``stats_snapshot()``)
+* :class:`Receiver` (``start()``, ``port``, ``url``, ``stop()``, ``stats_snapshot()``); it
+  refuses what a web page could forge and makes a token when none is given (docs/security.md)
 * :func:`find_receiver`, :func:`remote_query`, :func:`fetch_stats`
 * :func:`decode_body`, :func:`request_from_json`, :func:`spans_from_request`, :class:`DecodeError`
 """
@@ -28,7 +29,7 @@ from agent_rl_plugin.receiver.decode import (
     request_from_json,
     spans_from_request,
 )
-from agent_rl_plugin.receiver.server import DEFAULT_PORT, TRACES_PATH, Receiver
+from agent_rl_plugin.receiver.server import DEFAULT_PORT, TRACES_PATH, Receiver, ReceiverConfigError
 from agent_rl_plugin.receiver.sink import Accepted, SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
 
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_PORT",
     "DecodeError",
     "Receiver",
+    "ReceiverConfigError",
     "ReceiverStats",
     "RemoteQueryError",
     "SpanSink",

@@ -14,13 +14,21 @@ Contract:
 * :func:`request_snapshot` asks for ``POST /snapshot`` and returns the path of the copy
   (``OSError`` when the receiver cannot be reached or refuses).
 * :func:`fetch_stats` returns the JSON of ``GET /stats``.
+* A receiver with a token on a loopback address also writes a port entry (0600, in a 0700
+  folder of this user: ``$AGENT_RL_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/agent-rl``, else
+  ``~/.cache/agent-rl/receivers``); :func:`token_for_endpoint` reads it so that a local OTLP
+  exporter pointed at ``http://127.0.0.1:PORT`` sends the token without being told.
+* Every request of this module sends the token of ``info`` and an exact Content-Type.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -39,6 +47,102 @@ def info_path(db: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(db)) + ".serve.json"
 
 
+def _write_private(path: str, info: dict[str, Any]) -> str:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(info, handle)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def runtime_dir() -> str | None:
+    """This user's private folder for port entries (created 0700), or ``None`` when it cannot be
+    made private (another owner, group or world access)."""
+    base = os.environ.get("AGENT_RL_RUNTIME_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        base = os.path.join(xdg, "agent-rl") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "agent-rl",
+                                                                      "receivers")
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        status = os.stat(base)
+    except OSError:
+        return None
+    if status.st_uid != os.getuid() or status.st_mode & 0o077:
+        return None
+    return base
+
+
+def _port_entry(port: int) -> str | None:
+    folder = runtime_dir()
+    return os.path.join(folder, f"port-{int(port)}.json") if folder else None
+
+
+def write_port_entry(port: int, token: str, db: str) -> str | None:
+    """Record the token of the loopback receiver on ``port`` for local exporters; its path.
+    Entries left by receivers that died (``kill -9``) are removed on the way."""
+    path = _port_entry(port)
+    if path is None:
+        return None
+    folder = os.path.dirname(path)
+    for name in os.listdir(folder):
+        if name.startswith("port-") and name.endswith(".json"):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    pid = json.load(handle).get("pid")
+                if isinstance(pid, int) and not _alive(pid):
+                    os.remove(os.path.join(folder, name))
+            except (OSError, ValueError, AttributeError):
+                pass
+    return _write_private(path, {"port": port, "pid": os.getpid(), "token": token, "db": db})
+
+
+def remove_port_entry(port: int) -> None:
+    """Remove the port entry if this process wrote it."""
+    path = _port_entry(port)
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            if json.load(handle).get("pid") == os.getpid():
+                os.remove(path or "")
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def token_for_endpoint(url: str) -> str | None:
+    """The token of the live receiver of this user at ``url`` when its host is loopback, else
+    ``None`` (see the module contract)."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return None
+    if not parsed.hostname or not is_loopback(parsed.hostname):
+        return None
+    path = _port_entry(port)
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not _alive(info["pid"]):
+        return None
+    token = info.get("token")
+    return token if isinstance(token, str) and token else None
+
+
 def write_info(db: str, host: str, port: int, token: str | None) -> str:
     """Write the announcement file (mode 0600, atomically); returns its path."""
     path = info_path(db)
@@ -50,12 +154,7 @@ def write_info(db: str, host: str, port: int, token: str | None) -> str:
         "token": token,
         "url": f"http://{_url_host(host)}:{port}",
     }
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    os.replace(tmp, path)
-    return path
+    return _write_private(path, info)
 
 
 def remove_info(db: str) -> None:
@@ -109,6 +208,12 @@ def base_url(host: str, port: int) -> str:
 
 def _request(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
              timeout: float = 60.0) -> tuple[int, str, bytes]:
+    status, kind, body, _ = _request_full(url, token, data, content_type, timeout)
+    return status, kind, body
+
+
+def _request_full(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
+                  timeout: float = 60.0) -> tuple[int, str, bytes, dict[str, str]]:
     headers = {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -117,15 +222,20 @@ def _request(url: str, token: str | None, data: bytes | None = None, content_typ
     request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read()
+            return response.status, response.headers.get("Content-Type", ""), response.read(), dict(response.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", ""), exc.read()
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read(), dict(exc.headers)
 
 
-def remote_query(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tuple[list[str], list[tuple]]:
-    """Run read-only ``sql`` on the receiver described by ``info`` (see the module contract)."""
+TRUNCATED_HEADER = "X-Agent-RL-Truncated"
+
+
+def remote_query_table(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tuple[pa.Table, str | None]:
+    """Run read-only ``sql`` on the receiver described by ``info``: ``(table, truncated)`` where
+    ``truncated`` is ``"rows"``/``"bytes"`` when the receiver cut the result at its cap, else
+    ``None``. Errors as :func:`remote_query`."""
     url = info.get("url") or base_url(info["host"], info["port"])
-    status, content_type, body = _request(
+    status, content_type, body, headers = _request_full(
         url + "/query", info.get("token"), json.dumps({"sql": sql}).encode("utf-8"), "application/json", timeout
     )
     if status != 200:
@@ -136,7 +246,12 @@ def remote_query(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tupl
         raise RemoteQueryError(message)
     if not content_type.startswith(ARROW_STREAM):
         raise RemoteQueryError(f"unexpected answer from the receiver ({content_type or 'no content type'})")
-    table = pa.ipc.open_stream(body).read_all()
+    return pa.ipc.open_stream(body).read_all(), headers.get(TRUNCATED_HEADER) or None
+
+
+def remote_query(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tuple[list[str], list[tuple]]:
+    """Run read-only ``sql`` on the receiver described by ``info`` (see the module contract)."""
+    table, _ = remote_query_table(info, sql, timeout)
     columns = list(table.column_names)
     if not columns:
         return [], []
@@ -147,7 +262,12 @@ def remote_query(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tupl
 def request_snapshot(info: dict[str, Any], timeout: float = 600.0) -> str:
     """Have the receiver described by ``info`` copy its database; the copy's path."""
     url = info.get("url") or base_url(info["host"], info["port"])
-    status, _, body = _request(url + "/snapshot", info.get("token"), b"{}", "application/json", timeout)
+    for attempt in range(5):  # the receiver rate-limits snapshots: 429 + Retry-After
+        status, _, body, headers = _request_full(url + "/snapshot", info.get("token"), b"{}", "application/json",
+                                                 timeout)
+        if status != 429:
+            break
+        time.sleep(min(float(headers.get("Retry-After", "1") or 1), 5.0))
     if status != 200:
         raise OSError(f"the receiver could not write a snapshot (HTTP {status}): {body[:200]!r}")
     return str(json.loads(body)["path"])

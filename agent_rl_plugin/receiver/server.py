@@ -1,6 +1,7 @@
 """``Receiver``: the OTLP/HTTP traces endpoint that is the single writer of a DuckDB file.
 
-Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection):
+Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection, at most
+``max_connections`` at once: a connection over the cap gets **503** and is closed):
 
 * ``POST /v1/traces``: an ``ExportTraceServiceRequest`` as protobuf (``application/x-protobuf``)
   or OTLP/JSON (``application/json``), optionally ``Content-Encoding: gzip``/``deflate``.
@@ -11,17 +12,31 @@ Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection):
   ``max_body_bytes`` (compressed or not);
   **429** with ``Retry-After`` when the queue is full (nothing of the batch was taken: the
   OTLP exporter retries); **503** with ``Retry-After`` while shutting down or when the
-  database cannot be opened; **401** without the bearer token when one is set.
+  database cannot be opened; **401** without the bearer token when one is set. A missing
+  Content-Type is **415** (a browser can send a body without one).
 * ``GET /healthz``: ``{"status": "ok"}`` (200) while accepting, 503 while stopping.
 * ``GET /stats``: the counters of :mod:`~agent_rl_plugin.receiver.stats` as JSON.
-* ``POST /query``: ``{"sql": "..."}``, read-only SQL only (``is_read_only_sql``), run on the
-  writer's connection after everything accepted is committed; the result as an Arrow IPC stream.
-  This is how ``agent-rl query`` reads a database the receiver holds (DuckDB lets no other
-  process open it, not even read-only), found through ``<db>.serve.json``.
-* ``POST /snapshot``: writes a consistent copy of the database (``COPY FROM DATABASE``, after
-  everything accepted is committed) to a new file under ``<db>.snapshots/`` and answers
-  ``{"path": ...}``; :func:`~agent_rl_plugin.store.connection.open_reader` in another process
-  opens that copy read-only (and unlinks it). The folder is removed when the receiver stops.
+* ``POST /query`` (``Content-Type: application/json``): ``{"sql": "..."}``, checked by
+  :func:`~agent_rl_plugin.store.user_sql.check_user_sql` (**403** when refused), then run on a
+  locked read-only DuckDB instance over a copy of the database that holds everything accepted
+  so far (:mod:`.copies`; never on the writer's connection), with a time limit
+  (``query_timeout_s``; also interrupted when the client disconnects), a row and byte cap (a
+  cut result carries ``X-Agent-RL-Truncated: rows|bytes``) and a memory limit; the result as an
+  Arrow IPC stream, **400** with the message for an SQL error or a timeout. This is how
+  ``agent-rl query`` reads a database the receiver holds, found through ``<db>.serve.json``.
+* ``POST /snapshot`` (``application/json``): writes a consistent copy of the database (0600,
+  under the 0700 folder ``<db>.snapshots/``) and answers ``{"path": ...}``;
+  :func:`~agent_rl_plugin.store.connection.open_reader` in another process opens it read-only
+  (and unlinks it). At most ``max_snapshots`` are kept, one per ``snapshot_interval_s`` (else
+  **429** + ``Retry-After``). The folder is removed when the receiver stops.
+
+Every request but ``GET /healthz`` is refused with **403** when its Host or Origin shows a web
+page sent it (:class:`~agent_rl_plugin.receiver.guard.HostPolicy`), and **401** without the
+bearer token. The token: ``token`` if given (``""`` disables it, only allowed on loopback), else
+``$AGENT_RL_SERVE_TOKEN``, else a random one made at start and written to the 0600
+``<db>.serve.json`` (and to this user's port entry, see :mod:`.client`) where local clients and
+exporters read it. Bodies need a plain decimal ``Content-Length`` (411 when missing, 400 when
+negative or not a number).
 * Anything else: 404 (405 for a wrong method on a known path).
 
 Lifecycle: :meth:`Receiver.start` opens the database (a locked file raises
@@ -37,14 +52,13 @@ import hmac
 import json
 import logging
 import os
-import shutil
+import secrets
+import select
 import socket
 import threading
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin.receiver import client
@@ -60,9 +74,20 @@ from agent_rl_plugin.receiver.decode import (
     media_type,
     spans_from_request,
 )
+from agent_rl_plugin.receiver.copies import Copies, RateLimited, content_key
+from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
-from agent_rl_plugin.store.connection import is_read_only_sql
+from agent_rl_plugin.store.user_sql import (
+    QueryCancelled,
+    QueryResult,
+    QueryTimeout,
+    SqlRefused,
+    UserSqlError,
+    check_user_sql,
+    open_locked,
+    run_locked,
+)
 
 logger = logging.getLogger("agent_rl_plugin.receiver")
 
@@ -70,6 +95,14 @@ TRACES_PATH = "/v1/traces"
 DEFAULT_PORT = 4318
 DEFAULT_MAX_BODY = 64 << 20  # the OTLP exporter's own default request limit
 RETRY_AFTER_S = 1
+TRACES_TYPES = (PROTOBUF, JSON)
+_BUSY_BODY = b'{"error": "too many connections: retry later", "code": 503}'
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
+
+
+class ReceiverConfigError(ValueError):
+    """The receiver cannot start as configured; ``str(error)`` names the fix."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -78,9 +111,41 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], receiver: "Receiver") -> None:
         self.receiver = receiver
+        self.slots = threading.BoundedSemaphore(receiver.max_connections)
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer is not an error worth a traceback on stderr."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            logger.debug("client %s went away", client_address)
+        else:
+            super().handle_error(request, client_address)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection while fewer than ``max_connections`` are open, else 503."""
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.sendall(BUSY)
+            except OSError:
+                pass
+            self.receiver.stats.add(connections_refused=1)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,6 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(code, {"error": message, "code": code}, headers)
 
     def _authorized(self) -> bool:
+        refusal = self.server.receiver.host_policy.refusal(self.headers)
+        if refusal is not None:
+            self.close_connection = True
+            self._error(403, refusal)
+            return False
         token = self.server.receiver.token
         if not token:
             return True
@@ -122,18 +192,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         return False
 
-    def _read_body(self, limit: int) -> bytes | None:
-        """The request body, or ``None`` after answering 411/413 (the connection is then closed)."""
+    def _read_body(self, limit: int, media_types: tuple[str, ...] | None = None) -> bytes | None:
+        """The request body, or ``None`` after answering 411/400/413/415 (the connection is then
+        closed). ``media_types``: the Content-Types accepted (exactly; a missing one is 415)."""
         length_header = self.headers.get("Content-Length")
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked" or length_header is None:
+        if self.headers.get("Transfer-Encoding") is not None or length_header is None:
             self.close_connection = True
-            self._error(411, "a Content-Length header is required")
+            self._error(411, "a Content-Length header is required (no Transfer-Encoding)")
             return None
-        try:
-            length = int(length_header)
-        except ValueError:
+        length = content_length(length_header)
+        if length is None:
             self.close_connection = True
-            self._error(400, "bad Content-Length")
+            self._error(400, f"bad Content-Length {length_header[:40]!r}: a non-negative decimal number is required")
+            return None
+        if media_types is not None and not is_media_type(self.headers.get("Content-Type"), media_types):
+            self.close_connection = True
+            self._error(415, f"Content-Type must be {' or '.join(media_types)}, "
+                             f"not {self.headers.get('Content-Type') or 'missing'}")
             return None
         if length > limit:
             self.close_connection = True  # the unread body makes the connection unusable
@@ -165,9 +240,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/query":
             self._query()
         elif path == "/snapshot":
-            if self._authorized() and self._read_body(1 << 16) is not None:
+            if self._authorized() and self._read_body(1 << 16, (JSON,)) is not None:
                 try:
                     self._json(200, {"path": self.server.receiver.snapshot()})
+                except RateLimited as exc:
+                    self._error(429, str(exc), {"Retry-After": str(max(1, round(exc.retry_after_s + 0.5)))})
                 except Exception as exc:
                     self._error(503, f"cannot write a snapshot now: {_first_line(exc)}")
         elif path in ("/healthz", "/stats"):
@@ -183,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             stats.add(batches_rejected=1)
             return
-        body = self._read_body(receiver.max_body_bytes)
+        body = self._read_body(receiver.max_body_bytes, TRACES_TYPES)
         if body is None:
             stats.add(batches_rejected=1)
             return
@@ -230,7 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
         receiver = self.server.receiver
         if not self._authorized():
             return
-        body = self._read_body(1 << 20)
+        body = self._read_body(1 << 20, (JSON,))
         if body is None:
             return
         try:
@@ -241,22 +318,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, f"expected a JSON body {{\"sql\": \"...\"}}: {exc}")
             return
         try:
-            read_only = is_read_only_sql(sql)
-        except duckdb.Error as exc:
-            self._error(400, f"SQL error: {_first_line(exc)}")
+            result = receiver.query(sql, cancel=self._client_gone)
+        except SqlRefused as exc:
+            self._error(403, str(exc))
             return
-        if not read_only:
-            self._error(403, "only read-only SQL runs through the receiver (SELECT, DESCRIBE, SHOW, ...)")
+        except QueryCancelled:
+            self.close_connection = True
             return
-        try:
-            payload = receiver.query_arrow(sql)
-        except duckdb.Error as exc:
-            self._error(400, f"SQL error: {_first_line(exc)}")
+        except (UserSqlError, QueryTimeout) as exc:
+            self._error(400, str(exc))
             return
         except Exception as exc:
-            self._error(503, f"cannot read the database now: {exc}")
+            self._error(503, f"cannot read the database now: {_first_line(exc)}")
             return
-        self._send(200, payload, client.ARROW_STREAM)
+        headers = {client.TRUNCATED_HEADER: result.reason} if result.truncated and result.reason else None
+        self._send(200, _arrow_bytes(result.table), client.ARROW_STREAM, headers)
+
+    def _client_gone(self) -> bool:
+        """True once the client closed its side of the connection (the query is then stopped)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+
+def _arrow_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -268,9 +359,13 @@ class Receiver:
     """OTLP/HTTP receiver writing into the DuckDB file ``db`` (see the module contract).
 
     ``token``: bearer token required on every request but ``/healthz`` (default:
-    ``$AGENT_RL_SERVE_TOKEN``; ``""`` disables it). ``max_pending_spans``: the queue bound (spans
-    accepted and not yet committed) beyond which batches get 429. ``write_delay_s``: test hook
-    (see :mod:`~agent_rl_plugin.receiver.sink`). ``announce``: write ``<db>.serve.json``.
+    ``$AGENT_RL_SERVE_TOKEN``, else a random one made here; ``""`` disables it, refused by
+    :meth:`start` on a host beyond loopback, as is a made-up token). ``allowed_hosts``: more Host
+    names to answer (a reverse proxy's public name). ``max_pending_spans``: the queue bound (spans
+    accepted and not yet committed) beyond which batches get 429. ``max_connections``: open
+    connections served at once. ``query_*``: the limits of ``/query``. ``write_delay_s``: test hook
+    (see :mod:`~agent_rl_plugin.receiver.sink`). ``announce``: write ``<db>.serve.json`` (and, on
+    loopback with a token, this user's port entry that local exporters read).
     """
 
     def __init__(
@@ -286,16 +381,32 @@ class Receiver:
         linger_s: float = 0.25,
         write_delay_s: float = 0.0,
         announce: bool = True,
+        allowed_hosts: tuple[str, ...] | list[str] = (),
+        max_connections: int = 64,
+        query_timeout_s: float = 30.0,
+        query_max_rows: int = 100_000,
+        query_max_bytes: int = 64 << 20,
+        query_memory_limit: str = "1GB",
+        max_snapshots: int = 4,
+        snapshot_interval_s: float = 0.5,
     ) -> None:
         self.db = os.path.abspath(os.fspath(db))
         self.host = host
         self._requested_port = port
-        self.token = os.environ.get(client.TOKEN_ENV) if token is None else token
+        explicit = os.environ.get(client.TOKEN_ENV) or None if token is None else token
+        self.token_generated = explicit is None
+        self.token = secrets.token_urlsafe(32) if explicit is None else explicit
+        self.host_policy = HostPolicy(host, allowed_hosts)
+        self.max_connections = max_connections
+        self.query_limits = {"timeout_s": query_timeout_s, "max_rows": query_max_rows, "max_bytes": query_max_bytes}
+        self.query_memory_limit = query_memory_limit
         self.max_body_bytes = max_body_bytes
         self.announce = announce
         self.stats = ReceiverStats()
         self.sink = SpanSink(self.db, max_pending_spans=max_pending_spans, batch_rows=batch_rows,
                              linger_s=linger_s, write_delay_s=write_delay_s)
+        self.copies = Copies(self.db + ".snapshots", self.sink.cursor, max_kept=max_snapshots,
+                             min_interval_s=snapshot_interval_s)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._gate = threading.Condition()
@@ -317,7 +428,14 @@ class Receiver:
         return client.base_url(self.host, self.port)
 
     def start(self) -> "Receiver":
-        """Open the database, bind, announce and serve in a background thread; returns self."""
+        """Open the database, bind, announce and serve in a background thread; returns self.
+        Raises :class:`ReceiverConfigError` for a host beyond loopback without an explicit token."""
+        if not client.is_loopback(self.host) and (not self.token or self.token_generated):
+            raise ReceiverConfigError(
+                f"refusing to listen on {self.host!r} (beyond loopback) without a token: anyone who can reach "
+                "the port could write spans and read the database; pass --token (or set AGENT_RL_SERVE_TOKEN) "
+                "and give it to the agents, ideally behind a TLS terminator (see docs/security.md)"
+            )
         try:
             self.sink.open()
             self._server = _Server((self.host, self._requested_port), self)
@@ -326,6 +444,8 @@ class Receiver:
             raise
         if self.announce:
             client.write_info(self.db, self.host, self.port, self.token or None)
+            if self.token and client.is_loopback(self.host):
+                client.write_port_entry(self.port, self.token, self.db)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name=f"agent-rl serve :{self.port}", daemon=True)
         self._thread.start()
@@ -354,7 +474,8 @@ class Receiver:
                 self._server.server_close()
             if self.announce:
                 client.remove_info(self.db)
-            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+                client.remove_port_entry(self.port)
+            self.copies.clear()
             with self._gate:
                 self._stopped = True
         return self.stats_snapshot()
@@ -381,19 +502,28 @@ class Receiver:
                 self._in_flight -= 1
                 self._gate.notify_all()
 
-    def query_arrow(self, sql: str) -> bytes:
-        """Run ``sql`` (already vetted read-only) on a cursor of the writer; Arrow IPC bytes."""
-        cursor = self.sink.cursor()
+    def query(self, sql: str, cancel: Any = None) -> QueryResult:
+        """Check ``sql`` and run it on a locked read-only instance over a current copy (see the
+        module contract). Raises :class:`~agent_rl_plugin.store.user_sql.UserSqlError` (refused,
+        failed, timed out, cancelled)."""
+        check_user_sql(sql)
+        cursor = self.sink.cursor()  # after a flush: everything accepted is committed
         try:
-            relation = cursor.sql(sql)
-            table = relation.to_arrow_table() if relation is not None else pa.table({})
+            key = content_key(cursor)
         finally:
             cursor.close()
+        with self.copies.for_query(key) as path:
+            connection = open_locked(path, memory_limit=self.query_memory_limit)
+            try:
+                result = run_locked(connection, sql, cancel=cancel, **self.query_limits)
+            finally:
+                connection.close()
         self.stats.add(queries=1)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue().to_pybytes()
+        return result
+
+    def query_arrow(self, sql: str) -> bytes:
+        """:meth:`query`, the result as Arrow IPC stream bytes."""
+        return _arrow_bytes(self.query(sql).table)
 
     @property
     def snapshot_dir(self) -> str:
@@ -401,20 +531,9 @@ class Receiver:
         return self.db + ".snapshots"
 
     def snapshot(self) -> str:
-        """Copy the database (everything accepted so far, committed) to a new file; its path."""
-        os.makedirs(self.snapshot_dir, exist_ok=True)
-        alias = "snapshot_" + uuid.uuid4().hex
-        path = os.path.join(self.snapshot_dir, alias + ".duckdb")
-        cursor = self.sink.cursor()
-        try:
-            source = cursor.execute("SELECT current_database()").fetchone()[0]
-            cursor.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {alias}")
-            try:
-                cursor.execute(f'COPY FROM DATABASE "{source}" TO {alias}')
-            finally:
-                cursor.execute(f"DETACH {alias}")
-        finally:
-            cursor.close()
+        """Copy the database (everything accepted so far, committed) to a new 0600 file; its
+        path. Raises :class:`~agent_rl_plugin.receiver.copies.RateLimited` when asked too often."""
+        path = self.copies.snapshot()
         self.stats.add(snapshots=1)
         return path
 

@@ -175,6 +175,8 @@ class SpanSink:
         if self._closed or not self.writer.available():
             return Accepted("unavailable")
         batch = self.converter.convert(spans)
+        if batch.invalid or batch.truncated:
+            self.writer.stats.add(spans_invalid=batch.invalid, spans_truncated=batch.truncated)
         n = batch.num_spans
         if n == 0:
             return Accepted("ok", 0, batch.failed)

@@ -13,7 +13,9 @@ JSON-ready dict with these keys (all integers unless noted):
 * ``spans_written`` / ``spans_dropped``: committed to the database / accepted but lost when the
   database failed (from the store's writer);
 * ``queue_depth``: spans accepted and not yet committed; ``queue_limit``: the bound;
-* ``queries`` / ``snapshots``: ``POST /query`` / ``POST /snapshot`` requests served; ``uptime_s`` (float), ``last_error`` (text or null),
+* ``queries`` / ``snapshots``: ``POST /query`` / ``POST /snapshot`` requests served;
+  ``connections_refused``: connections closed with 503 over ``max_connections``;
+  ``uptime_s`` (float), ``last_error`` (text or null),
   ``db`` (the database path), ``pid``.
 """
 
@@ -36,6 +38,7 @@ class ReceiverStats:
         "spans_rejected",
         "queries",
         "snapshots",
+        "connections_refused",
     )
 
     def __init__(self) -> None:

@@ -63,20 +63,19 @@ def select(connection: duckdb.DuckDBPyConnection, where: str | None) -> pa.Table
     empty table, not an error; a bad or writing ``where`` raises :class:`ReportError`."""
     from agent_rl_plugin.data.report import DatasetError
     from agent_rl_plugin.data.sql import select_rollouts
-    from agent_rl_plugin.store import is_read_only_sql
+    from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
 
     if not has_table(connection, "spans"):
         return _empty_selection()
     if where is not None:
         if not where.strip():
             raise ReportError("--where is empty", "give an SQL condition, e.g. --where \"status = 'error'\"")
-        probe = f"SELECT rollout_id FROM rollouts WHERE ({where})"
         try:
-            read_only = is_read_only_sql(probe) and len(duckdb.extract_statements(probe)) == 1
-        except duckdb.Error as exc:
-            raise ReportError(f"SQL error in --where: {_first_line(exc)}", WHERE_HINT) from None
-        if not read_only:
-            raise ReportError("--where must be one condition that only reads", WHERE_HINT)
+            check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
+        except SqlRefused as exc:
+            raise ReportError(f"--where must be one condition that only reads: {exc}", WHERE_HINT) from None
+        except UserSqlError as exc:
+            raise ReportError(f"SQL error in --where: {exc}", WHERE_HINT) from None
     try:
         return select_rollouts(connection, where=where)
     except DatasetError as exc:

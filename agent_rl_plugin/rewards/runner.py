@@ -154,18 +154,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def check_where(where: str | None) -> None:
-    """Refuse a ``where`` that does not parse or is more than one read-only condition."""
+    """Refuse a ``where`` that does not parse or is more than one condition that only reads the
+    store (no data-modifying CTE, no file-reading table function; see
+    :func:`~agent_rl_plugin.store.user_sql.check_condition`)."""
     if not where:
         return
-    from agent_rl_plugin.store import is_read_only_sql
+    from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
 
-    sql = f"SELECT * FROM rollouts WHERE ({where})"
     try:
-        single = len(duckdb.extract_statements(sql)) == 1 and is_read_only_sql(sql)
-    except duckdb.Error as exc:
-        raise ScoringError(f"bad --where SQL: {_first_line(exc)}", WHERE_HINT) from None
-    if not single:
-        raise ScoringError("bad --where SQL: it must be one condition, not several statements", WHERE_HINT)
+        check_condition(where, "SELECT * FROM rollouts WHERE ({where})")
+    except UserSqlError as exc:
+        raise ScoringError(f"bad --where SQL: {exc}", WHERE_HINT) from None
 
 
 def _read(db_path: str, where: str | None, rollout_ids: Sequence[str] | None, names: Sequence[str],

@@ -10,8 +10,10 @@ Contract:
   Each file holds every column of ``spans``; the partition columns live in the paths, so read
   them back with ``read_parquet('OUT/**/*.parquet', hive_partitioning=true)``.
 * ``where`` must be one read-only condition (it is checked with
-  :func:`~agent_rl_plugin.store.connection.is_read_only_sql` as part of a SELECT); anything else
-  raises :class:`ParquetExportError`.
+  :func:`~agent_rl_plugin.store.user_sql.check_condition` as part of a SELECT: no write, no
+  data-modifying CTE, no table function reading files); anything else raises
+  :class:`ParquetExportError`.
+* New files are mode 0600 and new folders 0700 (``file_mode=None`` keeps the umask's).
 * ``OUT`` must not already hold Parquet files unless ``append=True`` (then new files with new
   names are added beside the old ones; ``agent-rl ingest`` skips rows it already has).
 * Returns ``{"out", "rows", "files", "partitions"}``: rows written, new files, and the
@@ -27,7 +29,8 @@ from typing import Any
 
 import duckdb
 
-from agent_rl_plugin.store.connection import is_read_only_sql, open_reader
+from agent_rl_plugin.store.connection import open_reader
+from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
 
 PARTITION_COLUMNS = ("date", "service")
 
@@ -49,15 +52,12 @@ def select_sql(where: str | None = None) -> str:
     """The SELECT the export copies (``where`` vetted: one read-only condition)."""
     if where is None or not where.strip():
         return _SELECT
-    sql = f"{_SELECT} WHERE ({where})"
     try:
-        statements = duckdb.extract_statements(sql)
-        ok = len(statements) == 1 and is_read_only_sql(sql)
-    except duckdb.Error as exc:
-        raise ParquetExportError(f"--where is not a valid SQL condition: {str(exc).splitlines()[0]}") from None
-    if not ok:
-        raise ParquetExportError("--where must be one read-only condition over the spans columns")
-    return sql
+        return check_condition(where, _SELECT + " WHERE ({where})")
+    except SqlRefused as exc:
+        raise ParquetExportError(f"--where must be one read-only condition over the spans columns: {exc}") from None
+    except UserSqlError as exc:
+        raise ParquetExportError(f"--where is not a valid SQL condition: {exc}") from None
 
 
 def parquet_files(folder: str | os.PathLike[str]) -> list[str]:
@@ -66,7 +66,8 @@ def parquet_files(folder: str | os.PathLike[str]) -> list[str]:
 
 
 def export_parquet(
-    db: str | os.PathLike[str], out_dir: str | os.PathLike[str], where: str | None = None, *, append: bool = False
+    db: str | os.PathLike[str], out_dir: str | os.PathLike[str], where: str | None = None, *, append: bool = False,
+    file_mode: int | None = 0o600,
 ) -> dict[str, Any]:
     """Write ``spans`` from ``db`` as partitioned Parquet under ``out_dir`` (see the module contract)."""
     out = os.path.abspath(os.fspath(out_dir))
@@ -91,5 +92,12 @@ def export_parquet(
         connection.close()
     rows = int(result[0]) if result else 0
     new_files = [f for f in parquet_files(out) if f not in before]
+    if file_mode is not None:
+        for name in new_files:
+            os.chmod(name, file_mode)
+            folder = os.path.dirname(name)
+            while folder.startswith(out + os.sep):
+                os.chmod(folder, 0o700 if file_mode & 0o077 == 0 else 0o755)
+                folder = os.path.dirname(folder)
     partitions = sorted({os.path.relpath(os.path.dirname(f), out) for f in new_files})
     return {"out": out, "rows": rows, "files": len(new_files), "partitions": partitions}

@@ -1,0 +1,378 @@
+"""User SQL on a locked, read-only DuckDB connection (``agent-rl query``, the receiver's ``/query``).
+
+Contract:
+
+* :func:`check_user_sql` is the statement-level wall: every statement must only read
+  (:func:`~agent_rl_plugin.store.connection.is_read_only_sql`, which also refuses
+  data-modifying CTEs), and no table function outside :data:`ALLOWED_TABLE_FUNCTIONS`
+  (``read_text``, ``read_csv``, ``glob``, ``read_parquet``, ``query``, ... are refused) and no
+  file path used as a table (``FROM '/etc/passwd'``) may appear anywhere in it. It raises
+  :class:`SqlRefused` (a :class:`UserSqlError`, a ``ValueError``) with the reason and the fix,
+  and :class:`UserSqlError` for SQL that does not parse. :func:`check_condition` does the same
+  for a WHERE fragment spliced into an internal query (one statement only).
+* :func:`open_locked` opens a database file read-only in its own DuckDB instance with
+  :data:`LOCKED_SETTINGS` (no file system or network access, no extension install or load, a
+  memory limit, no spilling to disk) and ``lock_configuration`` so SQL cannot undo them; the
+  store's unmerged spool segments are shown first through views (only the spool folder stays
+  readable, through ``allowed_directories``).
+* :func:`run_locked` runs checked SQL on such a connection with a wall-clock limit (a watchdog
+  thread calls ``connection.interrupt()`` at ``timeout_s``, or as soon as ``cancel()`` returns
+  true, e.g. when an HTTP client went away) and caps on rows and Arrow bytes: a result over a
+  cap is cut and flagged ``truncated`` (never an error). A timeout raises :class:`QueryTimeout`,
+  a cancel :class:`QueryCancelled`, an SQL error :class:`UserSqlError`.
+* :func:`run_user_query` does both on a database path, after bringing the store up to date as
+  any reader does (:func:`~agent_rl_plugin.store.connection.open_reader`, opened and closed).
+  When this process already holds the file with another configuration (an in-process receiver,
+  an open reader), the query runs on a private copy (mode 0600, in a 0700 temp folder, removed
+  afterwards). When another process holds it,
+  :class:`~agent_rl_plugin.store.errors.StoreLockedError` is raised (``agent-rl query`` asks
+  the ``agent-rl serve`` holding it instead).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import duckdb
+import pyarrow as pa
+
+from agent_rl_plugin.store.connection import is_read_only_sql, parse_tree, sql_words
+from agent_rl_plugin.store.errors import StoreError, is_config_conflict, translate_duckdb_error
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+#: Settings of every user-SQL connection; ``lock_configuration`` comes last and freezes them.
+LOCKED_SETTINGS: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "temp_directory": "",
+}
+
+#: Table functions user SQL may call: generators and catalog listings, nothing that reads a file
+#: or a URL or runs SQL from a string.
+ALLOWED_TABLE_FUNCTIONS = frozenset(
+    {
+        "range", "generate_series", "unnest", "json_each", "json_tree", "repeat", "repeat_row",
+        "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
+        "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas", "duckdb_sequences",
+        "duckdb_tables", "duckdb_types", "duckdb_views", "pragma_table_info", "pragma_show",
+        "pragma_storage_info", "pragma_database_size", "pragma_version", "pragma_platform",
+        "pragma_collations", "pragma_metadata_info", "pragma_database_list", "pragma_show_tables",
+        "pragma_user_agent", "pragma_functions",
+    }
+)
+_PATH_CHARACTERS = set("/\\.:*?~$")
+# When DuckDB cannot serialize a statement's tree, these words refuse it (file and SQL-string readers).
+_FILE_WORDS = frozenset({"glob", "query", "query_table", "sniff_csv", "parquet_metadata", "parquet_schema",
+                         "parquet_file_metadata", "parquet_kv_metadata", "parquet_bloom_probe"})
+SQL_HINT = ("tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events "
+            "(see docs/schema.md)")
+
+
+class UserSqlError(ValueError):
+    """User SQL refused or failed; ``str(error)`` says why, ``hint`` the fix."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class SqlRefused(UserSqlError):
+    """The SQL would write, or read files, URLs or SQL strings: refused before it ran."""
+
+
+class QueryTimeout(UserSqlError):
+    """The query ran past its time limit and was interrupted."""
+
+
+class QueryCancelled(UserSqlError):
+    """The query was interrupted because ``cancel()`` said so (the client went away)."""
+
+
+@dataclass
+class QueryResult:
+    """A user query's result: ``table`` (Arrow), ``truncated`` when a cap cut it (``reason``:
+    ``"rows"`` or ``"bytes"``), and the wall-clock time it took."""
+
+    table: pa.Table
+    truncated: bool = False
+    reason: str | None = None
+    elapsed_s: float = 0.0
+    limits: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    @property
+    def rows(self) -> list[tuple]:
+        """The rows as tuples of Python values (the types a DuckDB cursor gives)."""
+        if not self.table.num_columns:
+            return []
+        return list(zip(*(column.to_pylist() for column in self.table.columns)))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- the statement-level wall ---------------------------------------------------------------
+def _refusals(tree: object) -> list[str]:
+    """Why the parse tree ``tree`` is refused: table functions not allowed, file paths as tables."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if kind == "TABLE_FUNCTION":
+                function = item.get("function") or {}
+                name = str(function.get("function_name", "")).lower()
+                if name not in ALLOWED_TABLE_FUNCTIONS:
+                    found.append(f"table function {name}()")
+            elif kind == "BASE_TABLE":
+                name = str(item.get("table_name", ""))
+                if _PATH_CHARACTERS.intersection(name):
+                    found.append(f"a file as a table ({name!r})")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _statement_refusals(text: str) -> list[str]:
+    tree = parse_tree(text)
+    if tree is not None:
+        return _refusals(tree)
+    words = sql_words(text)
+    return [f"{word}()" for word in words if word in _FILE_WORDS or word.startswith("read_") or word.endswith("_scan")]
+
+
+def check_user_sql(sql: str) -> None:
+    """Refuse ``sql`` unless every statement only reads and touches nothing but the database
+    (see the module contract). Raises :class:`UserSqlError`."""
+    if not sql or not sql.strip():
+        raise UserSqlError("the query is empty", "pass a SELECT, e.g. select * from rollouts")
+    try:
+        statements = duckdb.extract_statements(sql)
+        read_only = is_read_only_sql(sql)
+    except duckdb.Error as exc:
+        raise UserSqlError(f"SQL error: {_first_line(exc)}", SQL_HINT) from None
+    if not read_only:
+        raise SqlRefused(
+            "only read-only SQL runs here: this statement would change the database or files, so it was refused",
+            "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); WITH ... AS (DELETE/UPDATE/INSERT ...) is a write too",
+        )
+    refused: list[str] = []
+    for statement in statements:
+        if statement.type == duckdb.StatementType.SELECT:
+            refused += _statement_refusals(statement.query)
+        elif statement.type == duckdb.StatementType.EXPLAIN:
+            refused += [r for s in duckdb.extract_statements(statement.query) for r in _explained_refusals(s.query)]
+    if refused:
+        raise SqlRefused(
+            f"user SQL may only read the database, not files, URLs or SQL strings: refused {', '.join(sorted(set(refused)))}",
+            "query the tables and views of the store; to load files use `agent-rl ingest`",
+        )
+
+
+def _explained_refusals(text: str) -> list[str]:
+    upper = text.lstrip().lower()
+    for prefix in ("explain analyze", "explain analyse", "explain"):
+        if upper.startswith(prefix):
+            return _statement_refusals(text.lstrip()[len(prefix):])
+    return ["an EXPLAIN that could not be checked"]
+
+
+def check_condition(condition: str, template: str) -> str:
+    """Check a WHERE fragment ``condition`` by splicing it into ``template`` (which holds
+    ``{where}``): one statement that passes :func:`check_user_sql`. Returns the spliced SQL."""
+    sql = template.format(where=condition)
+    try:
+        count = len(duckdb.extract_statements(sql))
+    except duckdb.Error as exc:
+        raise UserSqlError(f"SQL error in the condition: {_first_line(exc)}") from None
+    if count != 1:
+        raise SqlRefused("the condition must be one expression, not several statements")
+    check_user_sql(sql)
+    return sql
+
+
+# --- the locked connection ------------------------------------------------------------------
+def open_locked(path: str | os.PathLike[str], *, memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int = 2,
+                spool_of: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """``path`` opened read-only in its own instance with :data:`LOCKED_SETTINGS` and the
+    configuration locked. ``spool_of``: a database path whose unmerged spool segments are shown
+    through temporary views first (:func:`~agent_rl_plugin.store.reading.overlay_unmerged`;
+    only the spool folder stays readable, through ``allowed_directories``). Raises
+    ``duckdb.Error`` as DuckDB does (a lock held by another process, a config conflict with a
+    connection of this process, ...)."""
+    config = {name: value for name, value in LOCKED_SETTINGS.items() if name != "enable_external_access"}
+    connection = duckdb.connect(os.fspath(path), read_only=True,
+                                config=dict(config, memory_limit=memory_limit, threads=threads))
+    try:
+        if spool_of is not None:
+            from agent_rl_plugin.store.reading import overlay_unmerged
+            from agent_rl_plugin.store.spool import list_segments, spool_dir
+
+            if list_segments(spool_of):
+                folder = spool_dir(spool_of).replace("'", "''")
+                connection.execute(f"SET allowed_directories = ['{folder}']")
+                overlay_unmerged(connection, spool_of)
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def run_locked(
+    connection: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    cancel: Callable[[], bool] | None = None,
+) -> QueryResult:
+    """Run ``sql`` (already checked) on ``connection`` with the limits of the module contract."""
+    started = time.monotonic()
+    done = threading.Event()
+    why: list[str] = []
+
+    def watch() -> None:
+        deadline = started + timeout_s
+        while not done.wait(max(0.0, min(0.02, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                why.append("timeout")
+            elif cancel is not None and cancel():
+                why.append("cancel")
+            else:
+                continue
+            connection.interrupt()
+            return
+
+    watchdog = threading.Thread(target=watch, name="agent-rl user sql watchdog", daemon=True)
+    watchdog.start()
+    limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_bytes": max_bytes}
+    try:
+        table, reason = _fetch(connection, sql, max_rows, max_bytes)
+    except Exception as exc:
+        if why and why[0] == "timeout":
+            raise QueryTimeout(f"the query ran longer than {timeout_s:g} s and was stopped",
+                               "narrow it (a WHERE, a LIMIT) or raise the time limit") from None
+        if why:
+            raise QueryCancelled("the query was cancelled (the client went away)") from None
+        if isinstance(exc, (duckdb.Error, pa.ArrowException)):
+            hint = "the query needs more memory than user SQL may use: aggregate or narrow it" \
+                if isinstance(exc, duckdb.OutOfMemoryException) else SQL_HINT
+            raise UserSqlError(f"SQL error: {_first_line(exc)}", hint) from None
+        raise
+    finally:
+        done.set()
+        watchdog.join()
+    return QueryResult(table, reason is not None, reason, time.monotonic() - started, limits)
+
+
+def _fetch(connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int) -> tuple[pa.Table, str | None]:
+    relation = connection.sql(sql)
+    if relation is None:  # a statement without a result
+        return pa.table({}), None
+    reader = relation.to_arrow_reader(min(max(max_rows, 1), 10_000))
+    batches: list[pa.RecordBatch] = []
+    rows = size = 0
+    reason: str | None = None
+    for batch in reader:
+        if rows + batch.num_rows > max_rows:
+            batch, reason = batch.slice(0, max_rows - rows), "rows"
+        if size + batch.nbytes > max_bytes:
+            keep = batch.num_rows
+            while keep and size + batch.slice(0, keep).nbytes > max_bytes:
+                keep //= 2
+            batch, reason = batch.slice(0, keep), "bytes"
+        batches.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if reason is not None:
+            break
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    return table, reason
+
+
+def run_user_query(
+    db_path: str | os.PathLike[str],
+    sql: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    cancel: Callable[[], bool] | None = None,
+    wait_s: float = 1.0,
+) -> QueryResult:
+    """Check ``sql`` and run it on a locked read-only connection to ``db_path`` (see the module
+    contract). The store is first brought up to date as for any reader (this process's recorder
+    flushed, spool segments merged when possible, an old schema upgraded) by opening and closing
+    :func:`~agent_rl_plugin.store.connection.open_reader`. Raises :class:`UserSqlError`
+    (refused, failed, timed out) or :class:`~agent_rl_plugin.store.errors.StoreError` (no
+    database, locked by another process for ``wait_s``)."""
+    from agent_rl_plugin.store.connection import open_reader
+
+    check_user_sql(sql)
+    path = os.fspath(db_path)
+    open_reader(path, snapshot=False, wait_s=wait_s).close()
+    copy_dir: str | None = None
+    try:
+        try:
+            connection = open_locked(path, memory_limit=memory_limit, spool_of=path)
+        except duckdb.Error as exc:
+            if not is_config_conflict(exc) and "already attached" not in str(exc):
+                translated = translate_duckdb_error(exc, path)
+                raise (translated or StoreError(f"cannot open {path}: {exc}", path)) from exc
+            # This process holds the file with other settings (an open reader, an in-process
+            # receiver): query a private copy of what it holds.
+            copy_dir = tempfile.mkdtemp(prefix="agent-rl-query-")  # 0700
+            copy = copy_database(open_reader(path, snapshot=False, wait_s=wait_s),
+                                 os.path.join(copy_dir, "copy.duckdb"), close=True)
+            connection = open_locked(copy, memory_limit=memory_limit, spool_of=path)
+        try:
+            return run_locked(connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes,
+                              cancel=cancel)
+        finally:
+            connection.close()
+    finally:
+        if copy_dir is not None:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+
+
+def copy_database(cursor: duckdb.DuckDBPyConnection, dest: str, *, close: bool = False) -> str:
+    """Copy the database of ``cursor`` (everything committed) into the new file ``dest``, mode
+    0600; returns ``dest``. Closes ``cursor`` when ``close``."""
+    alias = "copy_" + os.urandom(8).hex()
+    try:
+        source = cursor.execute("SELECT current_database()").fetchone()[0]
+        cursor.execute(f"ATTACH '{dest.replace(chr(39), chr(39) * 2)}' AS {alias}")
+        try:
+            cursor.execute(f'COPY FROM DATABASE "{source}" TO {alias}')
+        finally:
+            cursor.execute(f"DETACH {alias}")
+    finally:
+        if close:
+            cursor.close()
+    for name in (dest, dest + ".wal"):
+        if os.path.exists(name):
+            os.chmod(name, 0o600)
+    return dest
