@@ -13,8 +13,10 @@ Contract:
   registered with ``agent_rl_register_normalizers`` (collected once, on first export).
 * :meth:`force_flush` returns ``True`` once everything exported before the call is committed
   (or counted as dropped); ``False`` on timeout. :meth:`shutdown` flushes and closes.
-* :attr:`stats` is a snapshot dict: ``spans_received``, ``spans_written``, ``spans_dropped``,
-  ``rewards_written``, ``batches_written``, ``batches_failed``, ``pending``, ``last_error``.
+* :attr:`stats` is a snapshot dict: ``spans_received``, ``spans_written``, ``spans_dropped``
+  (``spans_invalid`` of them refused: all-zero ids), ``spans_duplicate``, ``spans_truncated``
+  (kept with capped attributes), ``rewards_written``, ``batches_written``, ``batches_failed``,
+  ``pending``, ``last_error``.
 * Each kind of failure (open, locked, insert, row, convert, queue_full, a normaliser) is logged
   once, as an error naming the database and the fix; repeats are logged at debug level. A disk
   that cannot take the data (full: ENOSPC; a file-size limit: EFBIG; a quota: EDQUOT; a
@@ -45,6 +47,7 @@ from agent_rl_plugin.store.connection import register_writer, store_key, unregis
 from agent_rl_plugin.store.errors import StoreError
 from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
 from agent_rl_plugin.store.spool_writer import SpoolWriter
+from agent_rl_plugin.store.validation import MAX_SPAN_ATTRIBUTES_SIZE
 from agent_rl_plugin.store.writer import ExportStats
 
 logger = logging.getLogger("agent_rl_plugin.store")
@@ -136,6 +139,8 @@ class DuckDBSpanExporter(SpanExporter):
     ``reopen_interval_s``: after a failed open (e.g. a locked file), how long spans are dropped
     before opening is tried again. ``linger_s``: how long the writer waits for more spans to
     merge into one INSERT (each costs milliseconds however small; a flush never waits).
+    ``max_span_attributes_size``: most characters of encoded attributes kept per span (see
+    :mod:`agent_rl_plugin.store.validation`).
     """
 
     def __init__(
@@ -149,6 +154,7 @@ class DuckDBSpanExporter(SpanExporter):
         plugin_manager: Any = None,
         reopen_interval_s: float = 5.0,
         linger_s: float = 0.25,
+        max_span_attributes_size: int | None = MAX_SPAN_ATTRIBUTES_SIZE,
     ) -> None:
         self.path = os.fspath(path)
         warm_arrow()
@@ -162,7 +168,8 @@ class DuckDBSpanExporter(SpanExporter):
             None if normalizers is None else list(normalizers)
         )
         self._converter = SpanConverter(
-            normalizers=self._normalizers or (), max_attribute_size=max_attribute_size, on_error=self._report
+            normalizers=self._normalizers or (), max_attribute_size=max_attribute_size, on_error=self._report,
+            max_span_attributes_size=max_span_attributes_size,
         )
         self._writer = SpoolWriter(
             os.path.abspath(self.path),  # fixed now: a later chdir must not move the database
@@ -237,8 +244,8 @@ class DuckDBSpanExporter(SpanExporter):
                 return SpanExportResult.FAILURE
             self._ensure_normalizers()
             batch = self._converter.convert(spans)
-            if batch.failed:
-                self._stats.add(spans_dropped=batch.failed)
+            if batch.failed or batch.truncated:
+                self._stats.add(spans_dropped=batch.failed, spans_invalid=batch.invalid, spans_truncated=batch.truncated)
             queued = self._writer.submit(batch)
             return SpanExportResult.SUCCESS if queued and not batch.failed else SpanExportResult.FAILURE
         except Exception as exc:  # pragma: no cover - every step above handles its own errors

@@ -17,6 +17,10 @@ Contract:
   (:mod:`agent_rl_plugin.store.encoding`: unencodable values as safe repr, NaN as text, values
   over ``max_attribute_size`` cut with the truncation marker). Text UTF-8 cannot hold (lone
   surrogates) is replaced by U+FFFD.
+* Spans are checked first (:mod:`agent_rl_plugin.store.validation`): all-zero ids are refused
+  (counted in :attr:`SpanBatch.invalid` and ``failed``), an end before the start is set to the
+  start, and attributes beyond ``max_span_attributes_size`` characters per span are capped
+  (counted in :attr:`SpanBatch.truncated`).
 * Timestamps stay integer nanoseconds here, and the denormalised columns (rollout id, ...) are
   read from the attributes JSON by the SQL insert (vectorised, in the writer thread).
 * A span with status ERROR that lacks a status description or ``error.type`` (pydantic-ai
@@ -33,6 +37,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -45,6 +50,9 @@ from opentelemetry.sdk.util import BoundedList
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.serialize import truncate
 from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
+from agent_rl_plugin.store.validation import (
+    DROPPED_ATTRIBUTES, MAX_SPAN_ATTRIBUTES_SIZE, InvalidSpan, cap_attributes, check_ids, fix_times,
+)
 
 AttributeTransform = Callable[[dict[str, Any], str], dict[str, Any]]
 Normalizer = Callable[[dict[str, Any], str], None]
@@ -105,7 +113,9 @@ class SpanBatch:
 
     spans: pa.Table
     rewards: pa.Table | None = None
-    failed: int = 0
+    failed: int = 0  #: spans left out (``invalid`` of them refused by the checks)
+    invalid: int = 0
+    truncated: int = 0  #: spans whose attributes were capped (kept, with a dropped count)
 
     @property
     def num_spans(self) -> int:
@@ -161,10 +171,14 @@ class SpanConverter:
         normalizers: Sequence[tuple[str, Normalizer]] = (),
         max_attribute_size: int | None = None,
         on_error: ErrorCallback | None = None,
+        max_span_attributes_size: int | None = MAX_SPAN_ATTRIBUTES_SIZE,
     ) -> None:
         self.transform = transform
         self.normalizers = list(normalizers)
         self.max_attribute_size = max_attribute_size
+        self.max_span_attributes_size = max_span_attributes_size
+        self._truncated = threading.local()
+        self._truncated.count = 0
         self.on_error = on_error
         self._resources: dict[int, tuple[Any, str, str | None, Any]] = {}
 
@@ -284,9 +298,19 @@ class SpanConverter:
             return encode_attributes(attrs, self.max_attribute_size)
         return text
 
+    def _encode_capped(self, attrs: dict[str, Any]) -> str:
+        text = self._encode_attributes(attrs)
+        budget = self.max_span_attributes_size
+        if budget is not None and len(text) > budget:
+            text = cap_attributes(attrs, budget, self._encode_attributes)
+            self._truncated.count += 1
+        return text
+
     def _row(self, span: ReadableSpan, rewards: list[dict[str, Any]]) -> tuple[Any, ...]:
         """One row of :data:`SPAN_SCHEMA` (rewards of its events appended to ``rewards``)."""
         (context, parent, name, attrs, events, links, resource, scope, status, kind, start, end) = _fields(span)
+        check_ids(context.trace_id, context.span_id)
+        end = fix_times(attrs, start, end)
         trace_hex = f"{context.trace_id:032x}"
         span_hex = f"{context.span_id:016x}"
         redactor = None
@@ -319,7 +343,7 @@ class SpanConverter:
             getattr(kind, "_name_", None) or str(kind),
             status_code,
             status_message,
-            self._encode_attributes(attrs),
+            self._encode_capped(attrs),
             events_json,
             self._links(links, redactor) if links else "[]",
             resource_json,
@@ -335,8 +359,9 @@ class SpanConverter:
         """Convert ``spans``; failures are counted, never raised (see the module contract)."""
         rows: list[tuple[Any, ...]] = []
         rewards: list[dict[str, Any]] = []
-        failed = 0
+        failed = invalid = 0
         row = self._row
+        self._truncated.count = 0
         for span in spans:
             n_rewards = len(rewards)
             try:
@@ -344,8 +369,14 @@ class SpanConverter:
             except Exception as exc:
                 del rewards[n_rewards:]
                 failed += 1
+                invalid += isinstance(exc, InvalidSpan)
                 if self.on_error is not None:
-                    self.on_error("convert", exc)
+                    self.on_error("invalid span" if isinstance(exc, InvalidSpan) else "convert", exc)
+        truncated = self._truncated.count
+        if truncated and self.on_error is not None:
+            self.on_error("span size", ValueError(
+                f"{truncated} spans had more than {self.max_span_attributes_size} characters of attributes: "
+                f"kept the store's own keys and what fit (the rest counted in {DROPPED_ATTRIBUTES})"))
         try:
             table = rows_to_table(rows)
         except _CONVERT_ERRORS as exc:  # e.g. lone surrogates from os.fsdecode, a time beyond int64
@@ -360,7 +391,7 @@ class SpanConverter:
             reward_table = rewards_to_table(rewards)
         except (UnicodeError, pa.ArrowException):
             reward_table = rewards_to_table([{k: clean_text(v) for k, v in r.items()} for r in rewards])
-        return SpanBatch(spans=table, rewards=reward_table, failed=failed)
+        return SpanBatch(spans=table, rewards=reward_table, failed=failed, invalid=invalid, truncated=truncated)
 
 
 _PUBLIC = ("name", "context", "parent", "attributes", "events", "links", "resource",

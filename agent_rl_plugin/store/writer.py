@@ -56,6 +56,8 @@ class ExportStats:
         "spans_written",
         "spans_dropped",
         "spans_duplicate",
+        "spans_invalid",
+        "spans_truncated",
         "rewards_written",
         "batches_written",
         "batches_failed",
