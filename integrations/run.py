@@ -7,8 +7,9 @@
     python integrations/run.py massgen -- -k vote # arguments after -- go to pytest
 
 For each integration NAME it creates (or reuses) ``integrations/.venvs/NAME`` and installs, with
-the repository's ``constraints.txt`` (and the integration's own ``constraints.txt`` when it has
-one): the main package (editable, without its heavy ``train`` extra) and the integration
+``integrations/constraints.txt`` (torch only: the repository's constraints.txt is the main
+environment's full lock, which frameworks cannot share) and the integration's own
+``constraints.txt`` when it has one: the main package (editable, without its heavy ``train`` extra) and the integration
 (editable, with its ``test`` extra); then runs the integration's ``tests/`` with that
 environment's pytest. Frameworks pin conflicting versions (massgen pins ``openai==2.2.0``,
 openai-agents wants ``openai>=3``), hence one environment per integration.
@@ -48,7 +49,7 @@ def _python(venv: Path) -> Path:
 
 def _inputs_hash(name: str) -> str:
     digest = hashlib.sha256()
-    for path in (ROOT / "pyproject.toml", ROOT / "constraints.txt", HERE / name / "pyproject.toml",
+    for path in (ROOT / "pyproject.toml", HERE / "constraints.txt", HERE / name / "pyproject.toml",
                  HERE / name / "constraints.txt"):
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes() if path.exists() else b"-")
@@ -93,7 +94,7 @@ def ensure_venv(name: str, reinstall: bool, log: list[str]) -> Path | None:
         if _run([sys.executable, "-m", "venv", venv], log) != 0:
             return None
     cmd = _installer(python, log)
-    for constraints in (ROOT / "constraints.txt", HERE / name / "constraints.txt"):
+    for constraints in (HERE / "constraints.txt", HERE / name / "constraints.txt"):
         if constraints.exists():
             cmd += ["-c", str(constraints)]
     cmd += ["-e", str(ROOT), "-e", f"{HERE / name}[test]"]

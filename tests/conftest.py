@@ -13,9 +13,12 @@ from __future__ import annotations
 
 # The fixtures users get for testing their own recorded agents (agent_rl_isolated, agent_rl_db,
 # agent_rl_store); registered before anything imports the module so pytest can rewrite it.
-pytest_plugins = ["agent_rl_plugin.testing"]
+# ci_skip_policy (tests/ci_skip_policy.py): with AGENT_RL_FAIL_ON_SKIP=1 (CI) a skip that is not
+# allow-listed fails the run.
+pytest_plugins = ["agent_rl_plugin.testing", "ci_skip_policy"]
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -27,6 +30,8 @@ from agent_rl_plugin import plugins, tracing
 from agent_rl_plugin.hookspecs import hookimpl
 
 os.environ.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")
+# Receivers started by tests announce their port entries here, not in the user's cache folder.
+os.environ.setdefault("AGENT_RL_RUNTIME_DIR", tempfile.mkdtemp(prefix="agent-rl-test-runtime-"))
 
 
 class MemoryExporterPlugin:
