@@ -257,3 +257,32 @@ def test_a_replayed_span_is_kept_once(tmp_path):
         assert connection.execute("select count(*) from rewards").fetchone()[0] == 1
     finally:
         connection.close()
+
+
+def test_the_database_file_is_private(tmp_path):
+    """The database holds prompts and outputs: created 0600, like the spool and the snapshots."""
+    db = tmp_path / "private.duckdb"
+    write_segment(db, recorded(2).spans)
+    try_merge(db)
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    with write_lease(db, what="test") as connection:
+        connection.execute("select 1")
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    assert not os.path.exists(str(db) + ".wal") or stat.S_IMODE(os.stat(str(db) + ".wal").st_mode) == 0o600
+
+
+def test_a_spool_folder_others_can_write_is_refused(tmp_path):
+    """Whatever lands in the spool is merged into the database: a folder another user prepared
+    (say in a shared /tmp) or made world-writable is never used or read."""
+    from agent_rl_plugin.store.spool import SpoolNotPrivate
+
+    db = tmp_path / "s.duckdb"
+    os.makedirs(spool_dir(db))
+    os.chmod(spool_dir(db), 0o777)
+    with pytest.raises(SpoolNotPrivate, match="not private"):
+        write_segment(db, recorded(1).spans)
+    with pytest.raises(SpoolNotPrivate):
+        list_segments(db)
+    os.chmod(spool_dir(db), 0o700)
+    write_segment(db, recorded(1).spans)
+    assert len(list_segments(db)) == 1

@@ -12,7 +12,8 @@ Contract:
 * :func:`write_segment` is atomic and durable: the rewards file (if any) and then the spans file
   are each written to a ``.tmp-`` name, fsynced, and renamed into place, and the folder is
   fsynced. A segment exists once its spans file does; a reader never sees a half-written file.
-  Files are created 0600 in a 0700 folder. The pyarrow writer runs no DuckDB and no Python
+  Files are created 0600 in a 0700 folder, and a folder that is not private (another user's,
+  a link, or writable by others) is refused: its files would be merged into the database. The pyarrow writer runs no DuckDB and no Python
   scan inside DuckDB, so it works at interpreter exit with every DuckDB version.
 * Names sort in write order within a process and roughly across processes:
   ``<time ns>-<pid>-<sequence>``; a name is never reused (time, pid and a per-process counter).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -113,11 +115,32 @@ def _write_parquet(table: pa.Table, final_path: str) -> None:
         raise
 
 
+class SpoolNotPrivate(PermissionError):
+    """The spool folder exists but another user owns it or others may write into it."""
+
+
 def ensure_spool(db_path: str | os.PathLike[str]) -> str:
-    """Create the spool folder (0700) if needed; returns its path."""
+    """Create the spool folder (0700) if needed; returns its path. Refuses (``SpoolNotPrivate``)
+    a folder that another user owns or that others can write: whatever lands in the spool is
+    merged into the database, so nobody else may put files there."""
     folder = spool_dir(db_path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    check_private(folder)
     return folder
+
+
+def check_private(folder: str) -> None:
+    """Raise ``SpoolNotPrivate`` unless ``folder`` is ours and writable by us alone (POSIX)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # pragma: no cover - Windows: ACLs, not modes
+        return
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != getuid() or info.st_mode & 0o022:
+        raise SpoolNotPrivate(
+            f"the spool folder {folder} is not private (a link, owned by uid {info.st_uid}, or writable "
+            f"by others: mode {stat.S_IMODE(info.st_mode):o}); its files would be merged into the "
+            f"database, so it is not used. Fix: remove it, or keep the database in a folder of your own"
+        )
 
 
 def write_segment(db_path: str | os.PathLike[str], spans: pa.Table, rewards: pa.Table | None = None) -> Segment:
@@ -142,12 +165,14 @@ def write_segment(db_path: str | os.PathLike[str], spans: pa.Table, rewards: pa.
 
 
 def list_segments(db_path: str | os.PathLike[str]) -> list[Segment]:
-    """The complete segments of ``db_path``, oldest first (empty when there is no spool)."""
+    """The complete segments of ``db_path``, oldest first (empty when there is no spool; a
+    folder that is not private raises ``SpoolNotPrivate``: nothing in it is merged)."""
     folder = spool_dir(db_path)
     try:
         entries = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    check_private(folder)
     files = set(entries)
     segments = []
     for entry in entries:

@@ -31,13 +31,15 @@ import pyarrow as pa
 from agent_rl_plugin.store.errors import StoreError
 from agent_rl_plugin.store.lease import try_merge
 from agent_rl_plugin.store.rows import SpanBatch
-from agent_rl_plugin.store.spool import remove_spool_if_empty, spool_dir, write_segment
+from agent_rl_plugin.store.spool import SpoolNotPrivate, remove_spool_if_empty, spool_dir, write_segment
 from agent_rl_plugin.store.writer import StoreWriter, _CursorRequest
 
 
 def _spool_error(path: str, exc: BaseException) -> StoreError:
     folder = spool_dir(path)
-    if isinstance(exc, (NotADirectoryError, FileNotFoundError, PermissionError)):
+    if isinstance(exc, SpoolNotPrivate):
+        message = str(exc)
+    elif isinstance(exc, (NotADirectoryError, FileNotFoundError, PermissionError)):
         message = f"cannot create the folder of {path} (spool {folder}): {exc}"
     else:
         message = f"cannot write a spool segment of {path} in {folder}: {exc}"
