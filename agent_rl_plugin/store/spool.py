@@ -95,19 +95,26 @@ def _open_new(temp: str) -> int:
 
 
 def _write_parquet(table: pa.Table, final_path: str) -> None:
+    """Encode in memory (pyarrow's C++ code, no Python callbacks), then write the bytes with a
+    few ``os.write`` calls: handing pyarrow a Python file object makes it call back into Python
+    for every chunk, and each call waits for the GIL, which a busy agent thread holds for up to
+    the switch interval: seconds per segment under load."""
     folder, base = os.path.split(final_path)
     temp = os.path.join(folder, TEMP_PREFIX + base)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", compression_level=1)
+    data = memoryview(sink.getvalue())
     fd = _open_new(temp)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            fd = -1
-            pq.write_table(table, handle, compression="zstd", compression_level=1)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            while data:
+                written = os.write(fd, data)
+                data = data[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(temp, final_path)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
         try:
             os.remove(temp)
         except OSError:
