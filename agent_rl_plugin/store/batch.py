@@ -152,7 +152,8 @@ class RowOutcome:
     first_error: BaseException | None = None
 
 
-def _utc_now() -> datetime:
+def utc_now() -> datetime:
+    """Now, in UTC, as a naive datetime (what the store's TIMESTAMP columns hold)."""
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
@@ -161,7 +162,7 @@ def insert_batch(
 ) -> int:
     """Insert ``spans`` and ``rewards`` in one transaction (rolled back on error, which
     propagates); spans already stored are skipped. Returns the number of spans inserted."""
-    now = _utc_now()
+    now = utc_now()
     inserted = 0
     has_rewards = rewards is not None and rewards.num_rows > 0
     connection.register(SPANS_VIEW, spans.append_column(ORDINAL, pa.array(range(spans.num_rows), pa.int64())))

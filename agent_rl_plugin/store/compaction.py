@@ -26,15 +26,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 import duckdb
 
-from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, is_data_error
+from agent_rl_plugin.store.batch import utc_now, insert_rewards_sql, insert_spans_sql, is_data_error
 from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
 from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers, remove_segment
+from agent_rl_plugin.store.transaction import arrow_transaction
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -67,10 +67,6 @@ class MergeResult:
     errors: list[str] = field(default_factory=list)
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
 def merged_names(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) -> set[str]:
     """Which of ``names`` the ledger holds."""
     if not names:
@@ -88,31 +84,23 @@ def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], 
     (spans already stored are skipped)."""
     spans_files = [s.spans_path for s in segments]
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
-    connection.execute("BEGIN TRANSACTION")
-    try:
+    with arrow_transaction(connection, {}):
         if rows is None:
-            inserted = connection.execute(insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
+            inserted = connection.execute(
+                insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
             if rewards_files:
-                connection.execute(
-                    insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files]
-                )
+                connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files])
             connection.execute(
                 f"INSERT INTO {SEGMENT_LEDGER_TABLE} (name, merged_at, dropped_rows) "
                 "SELECT unnest(?::VARCHAR[]), ?::TIMESTAMP, ?",
-                [[s.name for s in segments], _utc_now(), dropped],
+                [[s.name for s in segments], utc_now(), dropped],
             )
         else:
             offset, count = rows
             source = f"(SELECT * FROM {segment_source()} ORDER BY file_row_number LIMIT {int(count)} OFFSET {int(offset)})"
-            inserted = connection.execute(insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
-        connection.execute("COMMIT")
-        return int(inserted)
-    except BaseException:
-        try:
-            connection.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
-        raise
+            inserted = connection.execute(
+                insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
+    return int(inserted)
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment]) -> int:
@@ -147,21 +135,13 @@ def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment
             attempt(offset + half, count - half)
 
     attempt(0, total)
-    connection.execute("BEGIN TRANSACTION")
-    try:
+    with arrow_transaction(connection, {}):
         if segment.rewards_path is not None:
             connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [[segment.rewards_path]])
         connection.execute(
             f"INSERT INTO {SEGMENT_LEDGER_TABLE} (name, merged_at, dropped_rows) VALUES (?, ?, ?)",
-            [segment.name, _utc_now(), dropped],
+            [segment.name, utc_now(), dropped],
         )
-        connection.execute("COMMIT")
-    except BaseException:
-        try:
-            connection.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
-        raise
     result.dropped_rows += dropped
     return inserted
 
