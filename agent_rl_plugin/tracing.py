@@ -308,6 +308,9 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
             queue_full_wait_s=config.queue_full_wait_ms / 1000,
         )
         children.append((batch, wrapped))
+        set_upstream = getattr(exporter, "set_upstream_flush", None)
+        if set_upstream is not None:  # readers of the exporter's store flush our queue first
+            set_upstream(batch.force_flush)
     old = processor.set_children(children)
     kept = {id(e) for e in exporters.values()}
     for child, _ in old:

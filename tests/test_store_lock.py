@@ -136,3 +136,31 @@ def test_exporter_on_a_locked_file_loses_nothing_and_the_agent_never_waits(held,
     finally:
         reader.close()
     assert not list_segments(path)  # merged, and the files removed
+
+
+def test_readers_and_user_queries_wait_out_a_short_write_lease(tmp_path):
+    """A merge or a scorer holds the file for a moment: a query started meanwhile waits for it
+    (within the bounded wait) instead of failing."""
+    from agent_rl_plugin.store.user_sql import run_user_query
+
+    path = tmp_path / "brief.duckdb"
+    connect_writer(path).close()
+    holder = textwrap.dedent(
+        """
+        import sys, time
+        from agent_rl_plugin.store import connect_writer
+        connection = connect_writer(sys.argv[1], what="a short lease")
+        print("ready", flush=True)
+        time.sleep(1.0)
+        connection.close()
+        """
+    )
+    for read in (lambda: open_reader(path).close(), lambda: run_user_query(path, "select count(*) from spans")):
+        process = subprocess.Popen([sys.executable, "-c", holder, str(path)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+            started = time.monotonic()
+            read()
+            assert 0.3 < time.monotonic() - started < 5.0
+        finally:
+            process.wait(timeout=20)

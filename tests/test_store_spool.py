@@ -128,21 +128,60 @@ def test_a_bad_row_loses_only_itself(tmp_path, caplog):
     assert any("could not be stored" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
 
 
-def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+def test_leftovers_are_removed_by_age_never_by_process_id(tmp_path):
+    """A half-written file of a writer that died is removed once it is old; a fresh one is
+    kept whatever its process id says: in another PID namespace (containers sharing a volume)
+    a live writer's PID looks dead, and deleting its file would lose its batch."""
     db = tmp_path / "s.duckdb"
     folder = Path(spool_dir(db))
     write_segment(db, recorded(1).spans)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
-    (folder / f"{TEMP_PREFIX}0001-{dead_pid}-00000001.spans.parquet").write_bytes(b"half")
-    (folder / f"0002-{dead_pid}-00000002.rewards.parquet").write_bytes(b"orphan")  # no spans file
-    mine = folder / f"{TEMP_PREFIX}0003-{os.getpid()}-00000003.spans.parquet"
-    mine.write_bytes(b"being written")
+    fresh = folder / f"{TEMP_PREFIX}0001-{dead_pid}-00000001.spans.parquet"
+    fresh.write_bytes(b"being written in another container")
+    orphan = folder / f"0002-{dead_pid}-00000002.rewards.parquet"  # its spans file comes next
+    orphan.write_bytes(b"orphan for now")
+    assert remove_leftovers(db) == 0
+    old = time.time() - 11 * 60
+    for path in (fresh, orphan):
+        os.utime(path, (old, old))
     assert remove_leftovers(db) == 2
-    assert sorted(os.listdir(folder)) == sorted([mine.name, os.path.basename(list_segments(db)[0].spans_path)])
-    old = time.time() - 7200
-    os.utime(mine, (old, old))
-    assert remove_leftovers(db) == 1  # an hour old: its PID may be someone else's now
+    assert sorted(os.listdir(folder)) == [os.path.basename(list_segments(db)[0].spans_path)]
+
+
+def test_an_unreadable_segment_is_quarantined_and_the_rest_merged(tmp_path, caplog):
+    db = tmp_path / "s.duckdb"
+    write_segment(db, recorded(3).spans)
+    bad = write_segment(db, recorded(2, rollout="bad").spans)
+    write_segment(db, recorded(4, rollout="r3").spans)
+    Path(bad.spans_path).write_bytes(Path(bad.spans_path).read_bytes()[:300])  # truncated
+    connection = open_reader(db)  # neither the reader ...
+    try:
+        assert connection.execute("select count(*) from spans").fetchone()[0] == 7
+    finally:
+        connection.close()
+    assert count(db) == 7 and not list_segments(db)  # ... nor the merge is stopped by it
+    assert os.listdir(os.path.join(spool_dir(db), "quarantine")) == [os.path.basename(bad.spans_path)]
+    assert any("cannot be read" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+
+
+def test_a_backlog_is_merged_in_bounded_leases(tmp_path):
+    db = tmp_path / "s.duckdb"
+    for _ in range(300):
+        write_segment(db, recorded(1).spans)
+    first = try_merge(db, max_segments=256)
+    assert first is not None and first.segments == 256 and len(list_segments(db)) == 44
+    assert try_merge(db, max_segments=256).segments == 44 and count(db) == 300
+
+
+def test_links_and_folders_in_the_spool_are_not_segments(tmp_path):
+    db = tmp_path / "s.duckdb"
+    real = write_segment(db, recorded(1).spans)
+    outside = tmp_path / "outside.parquet"
+    shutil.copy(real.spans_path, outside)
+    os.symlink(outside, os.path.join(spool_dir(db), "0000-1-00000009.spans.parquet"))
+    os.mkdir(os.path.join(spool_dir(db), "0000-1-00000010.spans.parquet"))
+    assert [s.name for s in list_segments(db)] == [real.name]
 
 
 HOLD_READ_ONLY = textwrap.dedent(
@@ -283,6 +322,69 @@ def test_a_spool_folder_others_can_write_is_refused(tmp_path):
         write_segment(db, recorded(1).spans)
     with pytest.raises(SpoolNotPrivate):
         list_segments(db)
+    with write_lease(db, what="test"):  # the database itself stays readable, without the spool
+        pass
+    connection = open_reader(db)
+    try:
+        assert connection.execute("select count(*) from spans").fetchone()[0] == 0
+    finally:
+        connection.close()
     os.chmod(spool_dir(db), 0o700)
     write_segment(db, recorded(1).spans)
     assert len(list_segments(db)) == 1
+
+
+def test_an_agent_reading_its_own_store_sees_every_span_it_finished(plugin_manager, tmp_path):
+    """No flush() needed: open_reader() in the recording process flushes the span queue in
+    front of the exporter too, not only the writer behind it."""
+    import agent_rl_plugin as arl
+
+    db = tmp_path / "self.duckdb"
+    arl.configure(db=str(db), export_delay_ms=60_000)  # nothing would leave the queue by itself
+
+    @arl.trace_agent
+    def agent(i):
+        return i
+
+    for round_ in range(1, 4):
+        for i in range(50):
+            agent(i)
+        connection = open_reader(db)
+        try:
+            assert connection.execute("select count(*) from spans").fetchone()[0] == 50 * round_
+        finally:
+            connection.close()
+
+
+def test_flush_does_not_wait_for_a_file_another_process_reads(plugin_manager, tmp_path):
+    """The segments are on disk and readers show them, so flush() returns at once; the merge
+    happens once the other process lets go."""
+    import agent_rl_plugin as arl
+
+    db = tmp_path / "busy.duckdb"
+    with write_lease(db, what="test"):
+        pass
+    arl.configure(db=str(db))
+
+    @arl.trace_agent
+    def agent(i):
+        return i
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_READ_ONLY, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        took = []
+        for i in range(5):
+            agent(i)
+            started = time.monotonic()
+            assert arl.flush()
+            took.append(time.monotonic() - started)
+        assert max(took) < 0.5, took
+        assert len(list_segments(db)) >= 1
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=20)
+    assert arl.flush()
+    assert count(db) == 5

@@ -16,7 +16,9 @@ Contract:
   Errors that are not about the data (I/O, a lock, a closed connection) propagate; nothing is
   deleted that is not merged.
 * :func:`agent_rl_plugin.store.lease.try_merge` does it in a short lease of the file.
-* Leftover ``.tmp-`` files of dead writers are removed on each merge.
+* Leftover ``.tmp-`` files of dead writers are removed on each merge; a segment whose Parquet
+  cannot be read (truncated, foreign) is moved to ``<spool>/quarantine/`` with one logged error
+  and the others are merged.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ import duckdb
 from agent_rl_plugin.store.batch import utc_now, insert_rewards_sql, insert_spans_sql, is_data_error
 from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
-from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers, remove_segment
+from agent_rl_plugin.store.spool import (
+    Segment, SpoolNotPrivate, list_segments, quarantine, remove_leftovers, remove_segment, split_readable,
+)
 from agent_rl_plugin.store.transaction import arrow_transaction
 
 logger = logging.getLogger("agent_rl_plugin.store")
@@ -62,6 +66,7 @@ class MergeResult:
     duplicates: int = 0
     dropped_rows: int = 0
     leftovers_removed: int = 0
+    quarantined: int = 0
     undeleted: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -175,13 +180,22 @@ def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str
     started = time.perf_counter()
     result = MergeResult()
     result.leftovers_removed = remove_leftovers(db_path) + remove_stale_notes(db_path)
-    todo = list(list_segments(db_path) if segments is None else segments)
+    try:
+        todo = list(list_segments(db_path) if segments is None else segments)
+    except SpoolNotPrivate as exc:  # nothing in it is merged; the database itself is fine
+        logger.warning("agent-rl: %s", exc)
+        return result
     if not todo:
         result.seconds = time.perf_counter() - started
         return result
     done = merged_names(connection, [s.name for s in todo])
     finished = [s for s in todo if s.name in done]  # merged before, files not deleted yet
-    todo = [s for s in todo if s.name not in done]
+    todo, unreadable = split_readable([s for s in todo if s.name not in done])
+    for segment, why in unreadable:
+        folder = quarantine(db_path, segment)
+        result.quarantined += 1
+        logger.error("agent-rl: spool segment %s of %s cannot be read (%s): moved to %s, not merged",
+                     segment.name, db_path, why, folder)
     for start in range(0, len(todo), CHUNK_SEGMENTS):
         chunk = todo[start:start + CHUNK_SEGMENTS]
         total, spans_before, dropped_before = _rows(connection, chunk), result.spans, result.dropped_rows

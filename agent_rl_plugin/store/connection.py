@@ -41,7 +41,7 @@ from typing import Protocol
 
 import duckdb
 
-from agent_rl_plugin.store.compaction import merge_segments
+from agent_rl_plugin.store.compaction import CHUNK_SEGMENTS, merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
 from agent_rl_plugin.store.holders import holding, note
 from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_only, try_merge, with_wait, write_lease
@@ -164,7 +164,7 @@ def open_reader(
         return cursor
     try:  # best effort, not waiting (and leftovers of dead writers removed): the overlay shows
         # what is not merged; the first reader of a file still being created waits for it.
-        try_merge(text, wait_s=0.0 if os.path.exists(text) else min(1.0, wait_s))
+        try_merge(text, wait_s=0.0 if os.path.exists(text) else min(1.0, wait_s), max_segments=CHUNK_SEGMENTS)
     except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
         logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):

@@ -12,6 +12,8 @@ Contract:
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
 import duckdb
@@ -47,7 +49,9 @@ class StoreLockedError(StoreError):
         doing: str | None = None, waited_s: float | None = None,
     ) -> None:
         who = "another process"
-        if pid is not None:
+        if pid is not None and pid == os.getpid():
+            who = f"this process (PID {pid}), in another connection (one from open_reader() or connect_writer() not closed yet),"
+        elif pid is not None:
             who = f"another process (PID {pid}{', ' + holder if holder else ''})"
         if doing:
             who += f", busy with {doing},"
@@ -100,4 +104,32 @@ def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
         "not a valid duckdb database" in lowered or "unable to open" in lowered or "cannot open" in lowered
     ):
         return StoreError(f"cannot open {path} as a DuckDB database: {text.splitlines()[0]}", path)
+    return None
+
+
+#: Storage failures, by errno and by how DuckDB and the OS word them: (meaning, fix).
+_STORAGE_PROBLEMS: tuple[tuple[int | None, str, str, str], ...] = (
+    (errno.ENOSPC, "no space left on device", "the disk is full (ENOSPC)",
+     "free space on that disk, or record into a database on another disk (configure(db=...))"),
+    (errno.EFBIG, "file too large", "the file size limit was reached (EFBIG: a full disk or ulimit -f)",
+     "free space or raise the limit (ulimit -f), or record into a database on another disk"),
+    (getattr(errno, "EDQUOT", None), "disk quota exceeded", "the disk quota is exceeded (EDQUOT)",
+     "free space within your quota, or record into a database on another disk"),
+    (errno.EROFS, "read-only file system", "the file system is read-only (EROFS)",
+     "record into a database in a writable folder (configure(db=...))"),
+)
+
+
+def storage_problem(exc: BaseException) -> tuple[str, str] | None:
+    """``(meaning, fix)`` when ``exc`` (or its cause) says the disk cannot take the data."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the error and its causes (bounded: a chain could loop)
+        if seen is None:
+            break
+        code = getattr(seen, "errno", None)
+        text = str(seen).lower()
+        for number, phrase, meaning, fix in _STORAGE_PROBLEMS:
+            if (number is not None and code == number) or phrase in text:
+                return meaning, fix
+        seen = seen.__cause__
     return None

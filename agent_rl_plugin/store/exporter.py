@@ -24,13 +24,13 @@ Contract:
   without a traceback; writing resumes by itself once there is room again.
 * An exporter not shut down by its owner is shut down at interpreter exit.
 * While alive, the exporter is registered so that :func:`~agent_rl_plugin.store.open_reader`
-  in the same process reads through its connection.
+  in the same process first flushes it (and the span processor in front of it, see
+  :meth:`DuckDBSpanExporter.set_upstream_flush`) and so sees every finished span.
 """
 
 from __future__ import annotations
 
 import atexit
-import errno
 import logging
 import os
 import sys
@@ -44,7 +44,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
-from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.errors import StoreError, storage_problem
 from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
 from agent_rl_plugin.store.spool_writer import SpoolWriter
 from agent_rl_plugin.store.validation import MAX_SPAN_ATTRIBUTES_SIZE
@@ -53,34 +53,6 @@ from agent_rl_plugin.store.writer import ExportStats
 logger = logging.getLogger("agent_rl_plugin.store")
 
 _live: "weakref.WeakSet[DuckDBSpanExporter]" = weakref.WeakSet()
-
-#: Storage failures, by errno and by how DuckDB and the OS word them: (meaning, fix).
-_STORAGE_PROBLEMS: tuple[tuple[int | None, str, str, str], ...] = (
-    (errno.ENOSPC, "no space left on device", "the disk is full (ENOSPC)",
-     "free space on that disk, or record into a database on another disk (configure(db=...))"),
-    (errno.EFBIG, "file too large", "the file size limit was reached (EFBIG: a full disk or ulimit -f)",
-     "free space or raise the limit (ulimit -f), or record into a database on another disk"),
-    (getattr(errno, "EDQUOT", None), "disk quota exceeded", "the disk quota is exceeded (EDQUOT)",
-     "free space within your quota, or record into a database on another disk"),
-    (errno.EROFS, "read-only file system", "the file system is read-only (EROFS)",
-     "record into a database in a writable folder (configure(db=...))"),
-)
-
-
-def storage_problem(exc: BaseException) -> tuple[str, str] | None:
-    """``(meaning, fix)`` when ``exc`` (or its cause) says the disk cannot take the data."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the error and its causes (bounded: a chain could loop)
-        if seen is None:
-            break
-        code = getattr(seen, "errno", None)
-        text = str(seen).lower()
-        for number, phrase, meaning, fix in _STORAGE_PROBLEMS:
-            if (number is not None and code == number) or phrase in text:
-                return meaning, fix
-        seen = seen.__cause__
-    return None
-
 
 def _shutdown_at_exit() -> None:
     """Commit and close exporters still open at exit, so no connection is left to the
@@ -181,14 +153,32 @@ class DuckDBSpanExporter(SpanExporter):
             linger_s=linger_s,
         )
         self._shutdown = False
+        self._upstream_flush: Callable[[int], Any] | None = None
         self._key = store_key(self.path)
-        register_writer(self._key, self._writer)
+        register_writer(self._key, self)
         _live.add(self)
 
     # --- configuration --------------------------------------------------------------------
     def set_attribute_transform(self, transform: AttributeTransform | None) -> None:
         """Apply ``transform(attrs, span_name) -> attrs`` to span and event attributes."""
         self._converter.transform = transform
+
+    def set_upstream_flush(self, flush: Callable[[int], Any] | None) -> None:
+        """``flush(timeout_millis)`` of the span processor feeding this exporter (configure()
+        sets it): readers of this process flush it first, so they see every finished span."""
+        self._upstream_flush = flush
+
+    def reader_cursor(self, timeout_s: float) -> Any:
+        """For :func:`~agent_rl_plugin.store.open_reader` in this process: every span finished
+        so far is handed over (the processor in front first) and written; then ``None`` (open
+        the file as usual)."""
+        upstream = self._upstream_flush
+        if upstream is not None:
+            try:
+                upstream(int(timeout_s * 1000))
+            except Exception as exc:  # pragma: no cover - a processor that fails to flush
+                self._report("flush", exc)
+        return self._writer.reader_cursor(timeout_s)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -266,7 +256,7 @@ class DuckDBSpanExporter(SpanExporter):
             return
         self._shutdown = True
         try:
-            unregister_writer(self._key, self._writer)
+            unregister_writer(self._key, self)
             self._writer.close(30.0)
         except Exception as exc:  # pragma: no cover
             self._report("shutdown", exc)

@@ -66,7 +66,7 @@ def with_wait(path: str, open_once: Callable[[], T], wait_s: float) -> T:
             if waited >= wait_s:
                 if isinstance(exc, StoreLockedError):
                     raise StoreBusy(path, exc.pid, exc.holder, exc.detail, exc.doing, waited) from exc
-                raise StoreBusy(path, None, None, str(exc), "another connection of this process", waited) from exc
+                raise StoreBusy(path, os.getpid(), None, str(exc), None, waited) from exc
             time.sleep(min(pause, max(0.0, wait_s - waited)))
             pause = min(pause * 2, 0.2)
 
@@ -97,17 +97,20 @@ def open_read_only(db_path: str | os.PathLike[str], *, wait_s: float = READ_WAIT
     return with_wait(path, lambda: connect_file(path, read_only=True), wait_s)
 
 
-def try_merge(db_path: str | os.PathLike[str], *, wait_s: float = 0.0) -> MergeResult | None:
-    """Merge the spool segments of ``db_path`` if the lock can be had within ``wait_s``;
-    ``None`` when there was nothing to merge or the file stayed busy."""
+def try_merge(
+    db_path: str | os.PathLike[str], *, wait_s: float = 0.0, max_segments: int | None = None
+) -> MergeResult | None:
+    """Merge the spool segments of ``db_path`` (the oldest ``max_segments`` of them, when
+    given) if the lock can be had within ``wait_s``; ``None`` when there was nothing to merge or
+    the file stayed busy."""
     path = os.fspath(db_path)
-    segments = list_segments(path)
+    segments = list_segments(path)[:max_segments]
     if not segments:
         remove_leftovers(path)
         remove_stale_notes(path)
         return None
     try:
         with write_lease(path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False) as connection:
-            return merge_segments(connection, path)
+            return merge_segments(connection, path, segments=segments)
     except StoreBusy:
         return None

@@ -40,6 +40,10 @@ def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPy
     """Open ``path`` read-write (creating its folder), apply migrations; (connection, applied)."""
     text = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(text))
+    if "?" in os.path.abspath(text):
+        raise StoreError(
+            f"cannot use {text} as a database: DuckDB cannot write a database whose path contains '?' "
+            "(it reads the rest as options). Fix: choose a path without '?'", text)
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:

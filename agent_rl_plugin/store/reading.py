@@ -14,13 +14,16 @@ number of segments shown.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import duckdb
 
 from agent_rl_plugin.store.batch import rewards_select_sql, spans_select_sql
 from agent_rl_plugin.store.compaction import SEGMENT_TIME_SQL, merge_segments, merged_names
-from agent_rl_plugin.store.spool import list_segments
+from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, split_readable
+
+logger = logging.getLogger("agent_rl_plugin.store")
 
 
 def _sql_list(paths: list[str]) -> str:
@@ -40,8 +43,14 @@ def is_read_only(connection: duckdb.DuckDBPyConnection) -> bool:
 
 
 def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str]) -> int:
-    """Show the unmerged segments of ``db_path`` through ``connection`` (see the contract)."""
-    segments = list_segments(db_path)
+    """Show the unmerged segments of ``db_path`` through ``connection`` (see the contract).
+    A spool folder that is not private is left out (with a warning): the database alone is
+    read. Unreadable segments are left out (the next merge quarantines them)."""
+    try:
+        segments = list_segments(db_path)
+    except SpoolNotPrivate as exc:
+        logger.warning("agent-rl: %s (reading the database without it)", exc)
+        return 0
     if not segments:
         return 0
     if not is_read_only(connection):
@@ -50,7 +59,7 @@ def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.Pa
         done = merged_names(connection, [s.name for s in segments])
     except duckdb.Error:  # a file from before the ledger: nothing of the spool is merged
         done = set()
-    todo = [s for s in segments if s.name not in done]
+    todo, _ = split_readable([s for s in segments if s.name not in done])
     if not todo:
         return 0
     catalog = _quoted(connection.execute("SELECT current_database()").fetchone()[0])

@@ -19,7 +19,10 @@ Contract:
   ``<time ns>-<pid>-<sequence>``; a name is never reused (time, pid and a per-process counter).
 * :func:`list_segments` returns the complete segments, oldest first. A rewards file without its
   spans file (a writer died between the two renames) is not a segment; :func:`remove_leftovers`
-  deletes such orphans and ``.tmp-`` files once their writer is gone (or after an hour).
+  deletes such orphans and ``.tmp-`` files once they are ten minutes old (by age, not by
+  process id: another PID namespace cannot tell a live writer from a dead one).
+* :func:`split_readable` tells segments whose Parquet footers read from the others, which
+  :func:`quarantine` moves to ``<spool>/quarantine/``.
 * :func:`remove_spool_if_empty` removes the folder when nothing is left in it (a writer racing
   with it recreates it).
 * :func:`remove_file` retries a few times (Windows refuses to delete a file another process has
@@ -42,9 +45,9 @@ SPOOL_SUFFIX = ".spool"
 SPANS_SUFFIX = ".spans.parquet"
 REWARDS_SUFFIX = ".rewards.parquet"
 TEMP_PREFIX = ".tmp-"
-#: A temp or orphan file older than this is removed even when its writer's PID is alive (PIDs
-#: are reused).
-LEFTOVER_AGE_S = 3600.0
+#: A temp or orphan file older than this is a dead writer's and is removed (a live writer
+#: renames its files within milliseconds).
+LEFTOVER_AGE_S = 600.0
 
 _sequence = itertools.count()
 _sequence_lock = threading.Lock()
@@ -185,6 +188,11 @@ def list_segments(db_path: str | os.PathLike[str]) -> list[Segment]:
     for entry in entries:
         if entry.startswith(TEMP_PREFIX) or not entry.endswith(SPANS_SUFFIX):
             continue
+        try:
+            if not stat.S_ISREG(os.lstat(os.path.join(folder, entry)).st_mode):
+                continue  # a link or a folder is not a segment we wrote
+        except OSError:
+            continue
         name = entry[: -len(SPANS_SUFFIX)]
         rewards = name + REWARDS_SUFFIX
         segments.append(
@@ -217,30 +225,11 @@ def remove_segment(segment: Segment) -> bool:
     return gone
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _writer_pid(entry: str) -> int | None:
-    base = entry[len(TEMP_PREFIX):] if entry.startswith(TEMP_PREFIX) else entry
-    parts = base.split("-")
-    try:
-        return int(parts[1])
-    except (IndexError, ValueError):
-        return None
-
-
 def remove_leftovers(db_path: str | os.PathLike[str], *, max_age_s: float = LEFTOVER_AGE_S) -> int:
-    """Delete ``.tmp-`` files and orphan rewards files whose writer is gone (or that are older
-    than ``max_age_s``); returns how many were removed. Complete segments are never touched."""
+    """Delete ``.tmp-`` files and orphan rewards files older than ``max_age_s``; returns how
+    many were removed. By age only: a writer's process id says nothing to a process in another
+    PID namespace (containers sharing a volume), which would delete a live writer's files.
+    Complete segments are never touched."""
     folder = spool_dir(db_path)
     try:
         entries = os.listdir(folder)
@@ -255,14 +244,46 @@ def remove_leftovers(db_path: str | os.PathLike[str], *, max_age_s: float = LEFT
         if not (temp or orphan):
             continue
         path = os.path.join(folder, entry)
-        pid = _writer_pid(entry)
         try:
-            old = now - os.path.getmtime(path) > max_age_s
+            old = now - os.lstat(path).st_mtime > max_age_s
         except OSError:
             continue
-        if old or pid is None or not _pid_alive(pid):
+        if old:
             removed += remove_file(path)
     return removed
+
+
+QUARANTINE = "quarantine"
+
+
+def split_readable(segments: list[Segment]) -> tuple[list[Segment], list[tuple[Segment, str]]]:
+    """(segments whose Parquet footers read, [(segment, why) for the others]): a truncated or
+    foreign file must not stop every merge and every reader."""
+    good, bad = [], []
+    for segment in segments:
+        try:
+            for path in (segment.spans_path, segment.rewards_path):
+                if path is not None:
+                    pq.read_metadata(path)
+        except Exception as exc:  # noqa: BLE001 - any reason it cannot be read
+            bad.append((segment, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+        else:
+            good.append(segment)
+    return good, bad
+
+
+def quarantine(db_path: str | os.PathLike[str], segment: Segment) -> str:
+    """Move an unreadable segment into ``<spool>/quarantine/`` (kept for inspection, never
+    merged or read again); returns that folder."""
+    folder = os.path.join(spool_dir(db_path), QUARANTINE)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    for path in (segment.spans_path, segment.rewards_path):
+        if path is not None:
+            try:
+                os.replace(path, os.path.join(folder, os.path.basename(path)))
+            except FileNotFoundError:
+                pass
+    return folder
 
 
 def remove_spool_if_empty(db_path: str | os.PathLike[str]) -> bool:

@@ -12,8 +12,9 @@ and flush semantics):
 * Every ``merge_interval_s`` a merger thread (started with the first batch) tries to merge the
   segments into the database in a short lease (:func:`~agent_rl_plugin.store.lease.try_merge`),
   without waiting for the lock; segment writing never waits for it. On each flush and at close
-  the writer thread merges after writing, waiting up to ``flush_merge_wait_s`` and
-  ``close_merge_wait_s`` for the lock. When another process holds the file, the segments stay for
+  the writer thread merges after writing: on a flush only if the lock is free at once
+  (``flush_merge_wait_s``, 0: readers see unmerged segments anyway, so the agent never waits
+  for another process), at close waiting up to ``close_merge_wait_s`` (2 s). When another process holds the file, the segments stay for
   the next merge (a reader shows them meanwhile): nothing is lost and the agent never waits.
 * The database is never held between merges, so other processes (readers, scorers, other
   agents) can open it at any time but during a merge's fraction of a second.
@@ -22,13 +23,15 @@ and flush semantics):
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
 
 import pyarrow as pa
 
-from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.compaction import CHUNK_SEGMENTS
+from agent_rl_plugin.store.errors import StoreError, storage_problem
 from agent_rl_plugin.store.lease import try_merge
 from agent_rl_plugin.store.rows import SpanBatch
 from agent_rl_plugin.store.spool import SpoolNotPrivate, remove_spool_if_empty, spool_dir, write_segment
@@ -39,7 +42,9 @@ def _spool_error(path: str, exc: BaseException) -> StoreError:
     folder = spool_dir(path)
     if isinstance(exc, SpoolNotPrivate):
         message = str(exc)
-    elif isinstance(exc, (NotADirectoryError, FileNotFoundError, PermissionError)):
+    elif isinstance(exc, (NotADirectoryError, PermissionError)) or (
+        isinstance(exc, FileNotFoundError) and not os.path.isdir(os.path.dirname(folder))
+    ):
         message = f"cannot create the folder of {path} (spool {folder}): {exc}"
     else:
         message = f"cannot write a spool segment of {path} in {folder}: {exc}"
@@ -48,6 +53,8 @@ def _spool_error(path: str, exc: BaseException) -> StoreError:
     return error
 
 
+#: Leases one merge may take in a row (each merges at most CHUNK_SEGMENTS segments).
+MAX_LEASES_PER_MERGE = 8
 #: How long closing waits for a background merge in progress to finish.
 MERGER_JOIN_TIMEOUT_S = 30.0
 
@@ -58,7 +65,7 @@ class SpoolWriter(StoreWriter):
     idle_merges = False  # its merger thread does
 
     def __init__(
-        self, path: str, *, flush_merge_wait_s: float = 1.0, close_merge_wait_s: float = 2.0, **kwargs: Any
+        self, path: str, *, flush_merge_wait_s: float = 0.0, close_merge_wait_s: float = 2.0, **kwargs: Any
     ) -> None:
         super().__init__(path, **kwargs)
         self.flush_merge_wait_s = flush_merge_wait_s
@@ -76,7 +83,12 @@ class SpoolWriter(StoreWriter):
             if reward_tables:
                 rewards = reward_tables[0] if len(reward_tables) == 1 else pa.concat_tables(reward_tables)
             try:
-                write_segment(self.path, spans, rewards)
+                try:
+                    write_segment(self.path, spans, rewards)
+                except Exception as exc:
+                    if storage_problem(exc) is not None or isinstance(exc, SpoolNotPrivate):
+                        raise
+                    write_segment(self.path, spans, rewards)  # a passing hitch: once more, at once
             except Exception as exc:
                 self._open_failed_at = time.monotonic()  # refuse batches for reopen_interval_s
                 self._report("spool", _spool_error(self.path, exc))
@@ -114,13 +126,22 @@ class SpoolWriter(StoreWriter):
             self._merge(0.0)
 
     def _merge(self, wait_s: float) -> None:
-        try:
-            result = try_merge(self.path, wait_s=wait_s)
-        except Exception as exc:
-            self._report("merge", exc)
-            return
-        if result is None:
-            return
+        """Merge in leases of at most one chunk each, so that a backlog (segments that waited
+        while another process held the file) never holds the file for long at a time; readers
+        and writers get it between the leases."""
+        for _ in range(MAX_LEASES_PER_MERGE):
+            try:
+                result = try_merge(self.path, wait_s=wait_s, max_segments=CHUNK_SEGMENTS)
+            except Exception as exc:
+                self._report("merge", exc)
+                return
+            if result is None:
+                return
+            self._count(result)
+            if result.segments < CHUNK_SEGMENTS:
+                return
+
+    def _count(self, result: Any) -> None:
         self.merges += 1
         if result.dropped_rows:  # rows the database refused: counted here, logged by the merge
             self.stats.add(spans_dropped=result.dropped_rows, spans_written=-result.dropped_rows, batches_failed=1)

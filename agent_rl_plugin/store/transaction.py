@@ -28,7 +28,10 @@ def arrow_transaction(
             yield connection
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            try:
+                connection.execute("ROLLBACK")
+            except duckdb.Error:  # a failed COMMIT already ended it: keep the first error
+                pass
             raise
     finally:
         for name in tables:

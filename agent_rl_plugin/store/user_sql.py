@@ -43,7 +43,8 @@ import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin.store.connection import is_read_only_sql, parse_tree, sql_words
-from agent_rl_plugin.store.errors import StoreError, is_config_conflict, translate_duckdb_error
+from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
+from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -321,7 +322,7 @@ def run_user_query(
     max_bytes: int = DEFAULT_MAX_BYTES,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     cancel: Callable[[], bool] | None = None,
-    wait_s: float = 1.0,
+    wait_s: float = READ_WAIT_S,
 ) -> QueryResult:
     """Check ``sql`` and run it on a locked read-only connection to ``db_path`` (see the module
     contract). The store is first brought up to date as for any reader (this process's recorder
@@ -335,9 +336,18 @@ def run_user_query(
     path = os.fspath(db_path)
     open_reader(path, snapshot=False, wait_s=wait_s).close()
     copy_dir: str | None = None
+
+    def open_once() -> duckdb.DuckDBPyConnection:
+        try:
+            return open_locked(path, memory_limit=memory_limit, spool_of=path)
+        except duckdb.Error as exc:  # another process merging right now: wait like any reader
+            if is_lock_error(exc):
+                raise (translate_duckdb_error(exc, path) or StoreError(str(exc), path)) from exc
+            raise
+
     try:
         try:
-            connection = open_locked(path, memory_limit=memory_limit, spool_of=path)
+            connection = with_wait(path, open_once, wait_s)
         except duckdb.Error as exc:
             if not is_config_conflict(exc) and "already attached" not in str(exc):
                 translated = translate_duckdb_error(exc, path)
