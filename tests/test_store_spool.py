@@ -388,3 +388,17 @@ def test_flush_does_not_wait_for_a_file_another_process_reads(plugin_manager, tm
         holder.wait(timeout=20)
     assert arl.flush()
     assert count(db) == 5
+
+
+def test_reading_a_store_this_process_records_into_before_any_span(plugin_manager, tmp_path):
+    """Recording is configured but nothing was recorded yet (say, with enable_rl=False): the
+    store reads as empty, it is not an error."""
+    import agent_rl_plugin as arl
+
+    db = tmp_path / "empty.duckdb"
+    arl.configure(db=str(db))
+    connection = open_reader(db)
+    try:
+        assert connection.execute("select count(*) from spans").fetchone()[0] == 0
+    finally:
+        connection.close()

@@ -162,6 +162,10 @@ def open_reader(
     cursor = _flushed_cursor(text, flush_timeout_s)
     if cursor is not None:
         return cursor
+    if live_writer(text) is not None and not os.path.exists(text):
+        # This process records into it but nothing was written yet: an empty store, not an error.
+        with write_lease(text, wait_s=wait_s, what="creating the database"):
+            pass
     try:  # best effort, not waiting (and leftovers of dead writers removed): the overlay shows
         # what is not merged; the first reader of a file still being created waits for it.
         try_merge(text, wait_s=0.0 if os.path.exists(text) else min(1.0, wait_s), max_segments=CHUNK_SEGMENTS)
