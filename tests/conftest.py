@@ -17,7 +17,9 @@ from __future__ import annotations
 # allow-listed fails the run.
 pytest_plugins = ["agent_rl_plugin.testing", "ci_skip_policy"]
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -31,7 +33,9 @@ from agent_rl_plugin.hookspecs import hookimpl
 
 os.environ.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")
 # Receivers started by tests announce their port entries here, not in the user's cache folder.
-os.environ.setdefault("AGENT_RL_RUNTIME_DIR", tempfile.mkdtemp(prefix="agent-rl-test-runtime-"))
+if "AGENT_RL_RUNTIME_DIR" not in os.environ:
+    os.environ["AGENT_RL_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="agent-rl-test-runtime-")
+    atexit.register(shutil.rmtree, os.environ["AGENT_RL_RUNTIME_DIR"], True)
 
 
 class MemoryExporterPlugin:
