@@ -132,8 +132,10 @@ def test_four_agent_processes_one_receiver_every_span_once(served, tmp_path, cap
     # The receiver holds the file: a direct open fails, but queries go through the receiver,
     # and open_reader() gets a consistent snapshot copy from it.
     with pytest.raises(StoreLockedError):
-        open_reader(db, snapshot=False)
-    snapshot = open_reader(db)
+        open_reader(db, snapshot=False, wait_s=0.2)
+    started = time.monotonic()
+    snapshot = open_reader(db)  # no lock wait: the announced receiver holds the file for good
+    assert time.monotonic() - started < 3.0
     try:
         assert snapshot.execute("select count(*) from spans").fetchone()[0] == len(sent)
         assert snapshot.execute("select count(*) from rollouts").fetchone()[0] == 4 * rollouts

@@ -133,6 +133,15 @@ def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
     return applied
 
 
+def _announced_receiver(path: str) -> bool:
+    """True when an ``agent-rl serve`` of this file announces itself in ``<db>.serve.json``."""
+    if not os.path.exists(path + ".serve.json"):
+        return False
+    from agent_rl_plugin.receiver.client import find_receiver
+
+    return find_receiver(path) is not None
+
+
 def _receiver_snapshot(path: str) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to a fresh copy made by the ``agent-rl serve`` holding ``path``,
     or ``None`` when no receiver of ``path`` runs (or it cannot make one)."""
@@ -173,8 +182,9 @@ def open_reader(
         logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
+    served = snapshot and _announced_receiver(text)  # it holds the file for good: do not wait
     try:
-        connection = open_read_only(text, wait_s=wait_s)
+        connection = open_read_only(text, wait_s=0.0 if served else wait_s)
     except StoreLockedError:
         copy = _receiver_snapshot(text) if snapshot else None
         if copy is None:
