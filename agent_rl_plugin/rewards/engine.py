@@ -119,11 +119,11 @@ class RewardEngine:
             raw.append(float(value))
         values = np.asarray(raw, dtype=float)
         name_codes, distinct_names = _codes(names, len(names), "names")
-        weights = np.array([self.weight(n) for n in distinct_names])[name_codes] if names else np.zeros(0)
+        weights = np.array([self.weight(str(n)) for n in distinct_names])[name_codes] if names else np.zeros(0)
         index = np.asarray(rows, dtype=np.int64)
         total = np.bincount(index, weights=weights * values, minlength=len(order))
         norm = np.bincount(index, weights=weights, minlength=len(order))
-        return {rid: (float(total[i] / norm[i]) if norm[i] != 0 else None) for rid, i in order.items()}
+        return {str(rid): (float(total[i] / norm[i]) if norm[i] != 0 else None) for rid, i in order.items()}
 
     def group_normalize(
         self, values: Sequence[float], group_ids: Sequence[Hashable], method: str = "mean_std", epsilon: float = 1e-6
@@ -272,9 +272,9 @@ class RewardEngine:
             starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
             t = np.empty(rewards.size)
             t[order] = np.arange(rewards.size) - starts[codes[order]]
-            totals = np.bincount(codes, weights=rewards * gamma**t)
+            totals = np.bincount(codes, weights=rewards * gamma**t).astype(float)
         else:
-            totals = np.bincount(codes, weights=rewards)
+            totals = np.bincount(codes, weights=rewards).astype(float)
             if how == "mean":
                 totals = totals / counts
         return {rid: float(totals[i]) for i, rid in enumerate(distinct)}

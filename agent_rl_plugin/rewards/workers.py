@@ -33,7 +33,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from agent_rl_plugin.rewards.base import RewardPlugin
 from agent_rl_plugin.rewards.result import RewardContractError, coerce_result
@@ -278,28 +278,29 @@ class WorkerPool:
                 if not busy:
                     continue
                 wait_s = max(0.0, min(w.deadline for w in busy.values()) - time.monotonic())
-                for conn in wait(list(busy), timeout=wait_s):
-                    worker = busy.pop(conn)  # type: ignore[arg-type]
-                    item = worker.item
-                    assert item is not None
+                for ready in wait(list(busy), timeout=wait_s):
+                    conn = cast(Connection, ready)  # wait() returns what it was given
+                    worker = busy.pop(conn)
+                    busy_item = worker.item
+                    assert busy_item is not None
                     try:
-                        _, outcomes = conn.recv()  # type: ignore[union-attr]
+                        _, outcomes = conn.recv()
                     except (EOFError, OSError):
                         worker.process.join(1)
                         message = f"worker process died (exit code {worker.process.exitcode})"
-                        finish(worker, item, [Outcome.failed(message)] * len(item.indices), healthy=False)
+                        finish(worker, busy_item, [Outcome.failed(message)] * len(busy_item.indices), healthy=False)
                     else:
-                        returned.add(item.reward)
-                        finish(worker, item, outcomes, healthy=True)
+                        returned.add(busy_item.reward)
+                        finish(worker, busy_item, outcomes, healthy=True)
                 now = time.monotonic()
                 for conn, worker in list(busy.items()):
                     if worker.deadline <= now:
                         del busy[conn]
-                        item = worker.item
-                        assert item is not None
+                        late = worker.item
+                        assert late is not None
                         message = f"timed out after {self.timeout_s:g} s"
-                        finish(worker, item, [Outcome.failed(message)] * len(item.indices), healthy=False)
-                        timed_out(item)
+                        finish(worker, late, [Outcome.failed(message)] * len(late.indices), healthy=False)
+                        timed_out(late)
         finally:
             self.close()
 

@@ -54,7 +54,7 @@ from fractions import Fraction as _Fraction
 
 # this module's functions look builtins up in a private copy: the code's ``builtins.len = ...``
 # does not reach them; what the main thread calls after the code ran is bound now, likewise
-__builtins__ = dict(_builtins.__dict__)
+__builtins__ = dict(_builtins.__dict__)  # type: ignore[assignment]
 _realpath = _os.path.realpath
 _fsdecode = _os.fsdecode
 _thread_start = _threading.Thread.start

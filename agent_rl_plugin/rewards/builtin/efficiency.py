@@ -68,8 +68,9 @@ class Efficiency(RewardPlugin):
         for key, param in BUDGETS.items():
             budget = self.budget(rollout, param)
             metrics[param] = budget
-            if budget is not None and actual[key] is not None:
-                parts[key] = part(budget, actual[key])
+            used = actual[key]
+            if budget is not None and used is not None:
+                parts[key] = part(budget, used)
                 metrics[f"{key}_part"] = parts[key]
         if not parts:
             return None

@@ -170,7 +170,7 @@ class LearnedReward(RewardPlugin):
             r for r in context.load_rollouts(where=LABELLED_WHERE) if r.label in ("good", "bad") and r.label_value is not None
         ]
         try:
-            self.fit(rollouts, [1.0 if r.label_value >= 0.5 else 0.0 for r in rollouts])
+            self.fit(rollouts, [1.0 if (r.label_value or 0.0) >= 0.5 else 0.0 for r in rollouts])
         except NotEnoughLabels:
             pass  # why_unfitted says why; score() reports it on every rollout
 

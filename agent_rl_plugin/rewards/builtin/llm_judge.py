@@ -150,7 +150,7 @@ class LLMJudge(RewardPlugin):
             raise ValueError(f"{self.name}: parameter judge must be a callable judge(messages) -> str")
         if not isinstance(rubric, str) or not rubric.strip():
             raise ValueError(f"{self.name}: parameter rubric must be a non-empty string")
-        self.mode = mode  # type: ignore[misc]  # per instance: the runner batches groups when "batch"
+        self.mode = mode  # type: ignore[misc,assignment]  # per instance: the runner batches groups when "batch"
         self._judge = judge
         super().__init__(weight=weight, judge=callable_name(judge), mode=mode, rubric=rubric, reference_key=reference_key)
 
@@ -195,7 +195,7 @@ class LLMJudge(RewardPlugin):
             return EvaluateResult(error=str(exc))
         return EvaluateResult(score=value, reason=reply.strip()[-300:], metrics={"judge_score": value * 10, "judge": callable_name(judge)})
 
-    def score_batch(self, rollouts: Sequence[Rollout]) -> list[EvaluateResult | None]:
+    def score_batch(self, rollouts: Sequence[Rollout]) -> list[float | EvaluateResult | dict[Any, Any] | None]:
         if self.mode != "batch" or len(rollouts) < 2:
             return [self.score(r) for r in rollouts]
         judge = self._judge_for(rollouts[0])

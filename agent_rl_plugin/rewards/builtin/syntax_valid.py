@@ -97,12 +97,12 @@ class SyntaxValid(RewardPlugin):
         argument_keys: Sequence[str] = DEFAULT_ARGUMENT_KEYS,
         weight: float | None = None,
     ) -> None:
-        for param, value in (("untagged", untagged), ("bare", bare)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{self.name}: parameter {param} must be true or false, got {value!r}")
-        for param, value in (("tool_names", tool_names), ("argument_keys", argument_keys)):
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{self.name}: parameter {param} must be a list of strings, got {value!r}")
+        for param, flag in (("untagged", untagged), ("bare", bare)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{self.name}: parameter {param} must be true or false, got {flag!r}")
+        for param, names in (("tool_names", tool_names), ("argument_keys", argument_keys)):
+            if isinstance(names, str) or not all(isinstance(v, str) for v in names):
+                raise ValueError(f"{self.name}: parameter {param} must be a list of strings, got {names!r}")
         super().__init__(
             weight=weight,
             untagged=untagged,
