@@ -14,6 +14,9 @@ The public API, re-exported here and nowhere else::
 
 Names are imported on first access, so ``import agent_rl_plugin.store`` (or the CLI) does not
 pay for the instrumentation layer and vice versa.
+
+Framework integrations (callbacks, tracing processors of other frameworks) use
+:mod:`agent_rl_plugin.integration`, the public API for recording from a framework's own events.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ the specs below. Outside packages declare it in the ``agent_rl_plugin`` entry-po
     [project.entry-points.agent_rl_plugin]
     my_plugin = "my_package.plugin"
 
-Built-in features (the DuckDB store, OTLP export, redaction, span normalisers, CLI command
-groups) are registered through these same hooks, listed in
-:data:`agent_rl_plugin.plugins.DEFAULT_PLUGINS`.
+Built-in features (the DuckDB store, OTLP export, redaction, span normalisers) are registered
+through these same hooks, listed in :data:`agent_rl_plugin.plugins.DEFAULT_PLUGINS`; the
+``agent-rl`` command groups too, registered by the command line when it starts. A ``hookimpl``
+whose name matches no spec below is reported and its plugin skipped (see
+:func:`agent_rl_plugin.plugins.check_pending`).
 
 Hooks are grouped by lifecycle: set-up (called by :func:`agent_rl_plugin.configure`), per span
 (called on the export path, keep them cheap), per rollout, advantages, and command line.
@@ -25,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from agent_rl_plugin.config import RLConfig
-    from agent_rl_plugin.instrumentation.context import RolloutInfo
+    from agent_rl_plugin.context import RolloutInfo
 
 PROJECT_NAME = "agent_rl_plugin"
 
@@ -34,6 +36,20 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 # --- set-up -------------------------------------------------------------------------------
+@hookspec
+def agent_rl_configure(config: "RLConfig") -> None:
+    """Called once each time :func:`agent_rl_plugin.configure` finishes setting up recording.
+
+    That is: after the tracer provider is in place and the exporters registered through
+    :func:`agent_rl_register_exporters` are attached, so spans started from here on are
+    recorded. ``config`` is the :class:`~agent_rl_plugin.config.RLConfig` in force. It is not
+    called when ``configure()`` changes nothing (the same settings again), nor when recording is
+    switched off (``enable_rl=False``). Use it to switch a framework's own instrumentation on.
+    Runs in the thread that called ``configure()``; an implementation that raises is logged
+    and skipped (the others still run, ``configure()`` still succeeds).
+    """
+
+
 @hookspec
 def agent_rl_register_exporters(
     register: Callable[[str, "SpanExporter"], None], config: "RLConfig"

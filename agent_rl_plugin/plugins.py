@@ -7,6 +7,14 @@
   ``AGENT_RL_PLUGINS=name1,name2`` loads only the entry points with those names.
 * A plugin that fails to import is reported once as a warning and skipped; it never stops an
   agent from running.
+* After registering, :func:`check_pending` runs pluggy's ``check_pending()``: a plugin with a
+  ``hookimpl`` whose name matches no hook spec (a misspelled hook such as
+  ``agent_rl_register_exportrs``, or one written for another version) is reported the same way,
+  as a warning naming the plugin and the unknown hooks, recorded in :data:`load_errors`, and
+  unregistered (``hookimpl(optionalhook=True)`` marks a hook that may legitimately be missing).
+* No command-line module is a built-in here: the ``agent-rl`` command line registers its own
+  command groups when it builds its app (:mod:`agent_rl_plugin.cli.main`), so recording never
+  imports it.
 """
 
 from __future__ import annotations
@@ -15,12 +23,13 @@ import importlib
 import logging
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Iterable
 
 import pluggy
 
 from agent_rl_plugin import hookspecs
+from agent_rl_plugin.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -28,36 +37,21 @@ ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
 DISABLE_AUTOLOAD_ENV = "AGENT_RL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_LIST_ENV = "AGENT_RL_PLUGINS"
 
-#: Built-in plugins, registered under these names before outside plugins.
+#: Built-in plugins, registered under these names before outside plugins. None of them imports
+#: the command line: its command groups are registered by :mod:`agent_rl_plugin.cli.main`.
 DEFAULT_PLUGINS: dict[str, str] = {
     "duckdb_store": "agent_rl_plugin.store.plugin",
     "otlp_export": "agent_rl_plugin.otlp_plugin",
     "redaction": "agent_rl_plugin.redaction",
     "genai_normalizer": "agent_rl_plugin.store.normalizers",
     "rewards_builtin": "agent_rl_plugin.rewards.builtin.plugin",
-    "cli_query": "agent_rl_plugin.cli.query",
-    "cli_traces": "agent_rl_plugin.cli.traces",
-    "cli_db": "agent_rl_plugin.cli.db",
-    "cli_demo": "agent_rl_plugin.cli.demo",
-    "cli_plugins": "agent_rl_plugin.cli.plugins_cmd",
-    "cli_score": "agent_rl_plugin.cli.score",
-    "cli_tasks": "agent_rl_plugin.cli.tasks",
-    "cli_label": "agent_rl_plugin.cli.label",
-    "cli_dataset": "agent_rl_plugin.cli.dataset",
-    "cli_rollouts": "agent_rl_plugin.cli.rollouts",
-    "cli_import": "agent_rl_plugin.cli.import_cmd",
     "rl_state_keys": "agent_rl_plugin.rl.state_keys",
-    "cli_advantages": "agent_rl_plugin.cli.advantages",
-    "cli_train": "agent_rl_plugin.cli.train",
-    "cli_export": "agent_rl_plugin.cli.export",
-    "cli_serve": "agent_rl_plugin.cli.serve",
-    "cli_ingest": "agent_rl_plugin.cli.ingest",
-    "cli_report": "agent_rl_plugin.cli.report",
 }
 
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
-#: Entry points that failed to load: name -> error message (shown by ``agent-rl plugins``).
+#: Plugins that failed to load (an entry point that raised, a plugin with unknown hooks):
+#: name -> error message (shown by ``agent-rl plugins``).
 load_errors: dict[str, str] = {}
 #: Entry-point plugins' distributions: plugin name -> (distribution name, version).
 distributions: dict[str, tuple[str, str]] = {}
@@ -85,7 +79,46 @@ def new_plugin_manager(
         )
     if load_entry_points:
         _load_entry_points(pm)
+    check_pending(pm)
     return pm
+
+
+def register_modules(pm: pluggy.PluginManager, modules: Mapping[str, str]) -> None:
+    """Import and register each module of ``modules`` (plugin name -> module name) that is not
+    registered yet (under any name), then :func:`check_pending`. Used by the command line to add
+    its own command groups to the manager it runs with."""
+    for name, module_name in modules.items():
+        module = importlib.import_module(module_name)
+        if pm.is_registered(module) or pm.get_plugin(name) is not None or pm.is_blocked(name):
+            continue
+        pm.register(module, name=name)
+    check_pending(pm)
+
+
+def check_pending(pm: pluggy.PluginManager) -> None:
+    """``pm.check_pending()``, without raising: each plugin implementing a hook that has no
+    spec (and is not marked ``optionalhook``) is reported as a warning naming it and its unknown
+    hooks, recorded in :data:`load_errors` and unregistered; the others stay."""
+    for _ in range(len(pm.get_plugins()) + 1):
+        try:
+            pm.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            plugin = exc.plugin
+            name = pm.get_name(plugin) or repr(plugin)
+            unknown = sorted(
+                caller.name
+                for caller in pm.get_hookcallers(plugin) or []
+                if not caller.has_spec()
+                and any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls())
+            )
+            message = (
+                f"unknown hook{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: no such hook "
+                f"in {hookspecs.__name__} (misspelled, or written for another version); plugin not loaded"
+            )
+            load_errors[name] = message
+            logger.warning("agent-rl: plugin %r could not be loaded: %s", name, message)
+            pm.unregister(plugin)
 
 
 def _allowed_names() -> set[str] | None:
@@ -141,7 +174,5 @@ def plugin_version(pm: pluggy.PluginManager, plugin: object) -> str | None:
         return distributions[name][1]
     module_name = getattr(plugin, "__name__", "")
     if module_name.startswith("agent_rl_plugin"):
-        from agent_rl_plugin import __version__
-
         return __version__
     return getattr(plugin, "__version__", None)

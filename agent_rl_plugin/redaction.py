@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import DEFAULT_REDACTION_PATTERNS, RLConfig
 from agent_rl_plugin.hookspecs import hookimpl
+from agent_rl_plugin.plugins import get_plugin_manager
 
 logger = logging.getLogger(__name__)
 
@@ -252,8 +253,6 @@ def hook_patterns(refresh: bool = False) -> tuple[str, ...]:
     again with ``refresh``). A failing implementation is logged and skipped."""
     global _hook_patterns
     if _hook_patterns is None or refresh:
-        from agent_rl_plugin.plugins import get_plugin_manager
-
         collected: list[str] = []
         hook = getattr(get_plugin_manager().hook, "agent_rl_redaction_patterns", None)
         for impl in reversed(hook.get_hookimpls()) if hook is not None else ():

@@ -36,13 +36,16 @@ from typing import Any, Callable
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.context import current_rollout_attributes
 from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
+from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform
+from agent_rl_plugin.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ class AgentRLSpanProcessor(SpanProcessor):
         if pending is not None:  # our call's start attributes, handed over by start_with_attributes
             PENDING.attributes = None
             _put_start_attributes(span, pending)
-        attrs = _current_rollout_attributes()
+        attrs = current_rollout_attributes()
         if attrs:
             try:
                 if span.attributes.get(semconv.ROLLOUT_ID) == attrs[semconv.ROLLOUT_ID]:
@@ -205,21 +208,16 @@ def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any]) ->
     return tracer.start_span(name, attributes=attributes)
 
 
-def _current_rollout_attributes() -> dict[str, Any] | None:
-    # Imported on first use (instrumentation.context imports this module), then called directly.
-    global _current_rollout_attributes
-    from agent_rl_plugin.instrumentation.context import current_rollout_attributes
-
-    _current_rollout_attributes = current_rollout_attributes
-    return current_rollout_attributes()
-
-
 def configure(config: RLConfig | None = None, **fields: Any) -> RLConfig:
     """Set up recording; safe to call many times.
 
     ``configure(db="runs.duckdb", otlp_endpoint=None, capture_content=True, ...)``: keyword
     names are :class:`RLConfig` fields (``db`` is short for ``db_path``). Unset fields come from
     ``AGENT_RL_*`` environment variables. Returns the config in force.
+
+    When it has set up recording (not when nothing changed, nor when ``enable_rl=False``), it
+    calls the ``agent_rl_configure`` hook once, after releasing its lock (see
+    :func:`_fire_configured`).
     """
     if "db" in fields:
         fields["db_path"] = fields.pop("db")
@@ -231,7 +229,28 @@ def configure(config: RLConfig | None = None, **fields: Any) -> RLConfig:
         if STATE.config is not None and STATE.config == config and STATE.processor is not None:
             return config
         _apply(config)
+    if config.enable_rl:
+        _fire_configured(config)
     return config
+
+
+def _fire_configured(config: RLConfig) -> None:
+    """Call each ``agent_rl_configure`` implementation (in pluggy's call order) on its own: one
+    that raises is logged with its plugin's name and skipped, the others still run. Hook
+    wrappers are not supported for this hook (skipped)."""
+    try:
+        impls = get_plugin_manager().hook.agent_rl_configure.get_hookimpls()
+    except Exception:
+        logger.warning("agent-rl: could not collect the agent_rl_configure hooks", exc_info=True)
+        return
+    arguments = {"config": config}
+    for impl in reversed(impls):
+        if impl.hookwrapper or impl.wrapper:
+            continue
+        try:
+            impl.function(*(arguments[name] for name in impl.argnames))
+        except Exception:
+            logger.warning("agent-rl: the agent_rl_configure hook of plugin %r failed", impl.plugin_name, exc_info=True)
 
 
 def _apply(config: RLConfig) -> None:
@@ -245,7 +264,7 @@ def _apply(config: RLConfig) -> None:
         STATE.processor = AgentRLSpanProcessor()
         STATE.provider = _provider_for(config)
         STATE.provider.add_span_processor(STATE.processor)
-        STATE.tracer = STATE.provider.get_tracer(INSTRUMENTATION_NAME, _version())
+        STATE.tracer = STATE.provider.get_tracer(INSTRUMENTATION_NAME, __version__)
     if not STATE.atexit_registered:
         atexit.register(_flush_at_exit)
         STATE.atexit_registered = True
@@ -289,8 +308,6 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     Old processors are flushed before they stop; an exporter object registered again (the same
     instance) is kept open, others are shut down.
     """
-    from agent_rl_plugin.transform import with_attribute_transform
-
     processor = STATE.processor
     previous = STATE.exporters
     STATE.exporters = exporters
@@ -325,8 +342,6 @@ def _copy_only_changed(exporter: SpanExporter) -> SpanExporter:
     none of its attributes (no secret to mask, content kept: most spans), rather than a copy:
     the exporter receives the same data, and the export thread, which competes with the agent's
     for the GIL, builds no new span."""
-    from agent_rl_plugin.transform import TransformingSpanExporter
-
     if type(exporter) is TransformingSpanExporter:
         return _CopyOnlyChangedExporter(exporter.inner, exporter._transform)  # noqa: SLF001
     return exporter
@@ -336,48 +351,41 @@ def _same_items(before: Any, after: dict[str, Any]) -> bool:
     return after == before and list(after) == list(before)
 
 
-def _make_copy_only_changed() -> type:
-    from opentelemetry.sdk.trace import Event
+class _CopyOnlyChangedExporter(TransformingSpanExporter):
+    """See :func:`_copy_only_changed`. Each attribute mapping goes through the transform
+    exactly once, as in ``TransformingSpanExporter``; a span whose transformed attributes
+    and events equal the originals (same keys in the same order, same values) and that
+    dropped nothing (a copy would report zero drops) is passed on unchanged."""
 
-    from agent_rl_plugin.transform import TransformingSpanExporter
-
-    class CopyOnlyChangedExporter(TransformingSpanExporter):
-        """See :func:`_copy_only_changed`. Each attribute mapping goes through the transform
-        exactly once, as in ``TransformingSpanExporter``; a span whose transformed attributes
-        and events equal the originals (same keys in the same order, same values) and that
-        dropped nothing (a copy would report zero drops) is passed on unchanged."""
-
-        def _copy(self, span: ReadableSpan) -> ReadableSpan:
-            name = span.name
-            transform = self._transform
-            unchanged = True
-            events = []
-            for e in span.events:  # events first, then the span: the wrapped class's order
-                event_original = dict(e.attributes or {})
-                event_attributes = transform(event_original, name)  # copies its argument
-                unchanged = unchanged and _same_items(event_original, event_attributes)
-                events.append(Event(e.name, event_attributes, e.timestamp))
-            original = dict(span.attributes or {})
-            attributes = transform(original, name)
-            unchanged = unchanged and _same_items(original, attributes)
-            if unchanged and not (span.dropped_attributes or span.dropped_events or span.dropped_links):
-                return span
-            return ReadableSpan(
-                name=name,
-                context=span.context,
-                parent=span.parent,
-                resource=span.resource,
-                attributes=attributes,
-                events=tuple(events),
-                links=span.links,
-                kind=span.kind,
-                instrumentation_scope=span.instrumentation_scope,
-                status=span.status,
-                start_time=span.start_time,
-                end_time=span.end_time,
-            )
-
-    return CopyOnlyChangedExporter
+    def _copy(self, span: ReadableSpan) -> ReadableSpan:
+        name = span.name
+        transform = self._transform
+        unchanged = True
+        events = []
+        for e in span.events:  # events first, then the span: the wrapped class's order
+            event_original = dict(e.attributes or {})
+            event_attributes = transform(event_original, name)  # copies its argument
+            unchanged = unchanged and _same_items(event_original, event_attributes)
+            events.append(Event(e.name, event_attributes, e.timestamp))
+        original = dict(span.attributes or {})
+        attributes = transform(original, name)
+        unchanged = unchanged and _same_items(original, attributes)
+        if unchanged and not (span.dropped_attributes or span.dropped_events or span.dropped_links):
+            return span
+        return ReadableSpan(
+            name=name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=attributes,
+            events=tuple(events),
+            links=span.links,
+            kind=span.kind,
+            instrumentation_scope=span.instrumentation_scope,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+        )
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
@@ -476,6 +484,11 @@ def current_config() -> RLConfig:
     """The config in force (configuring from the environment if nothing was configured)."""
     ensure_configured()
     assert STATE.config is not None
+    return STATE.config
+
+
+def active_config() -> RLConfig | None:
+    """The config in force, or ``None`` when :func:`configure` has not run (never configures)."""
     return STATE.config
 
 
@@ -582,13 +595,3 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     # The default action: terminate with the signal, so the exit status still says SIGTERM.
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)
-
-
-_CopyOnlyChangedExporter = _make_copy_only_changed()
-
-
-def _version() -> str:
-    from agent_rl_plugin import __version__
-
-    return __version__
-

@@ -25,6 +25,7 @@ from opentelemetry.trace.status import Status
 
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.plugins import get_plugin_manager
+from agent_rl_plugin.redaction import redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     attribute is the config's redactor (``None`` when redaction is off); making the transform
     collects the ``agent_rl_redaction_patterns`` hooks again.
     """
-    from agent_rl_plugin.redaction import redactor_for
-
     redactor = redactor_for(config, refresh=True)
     impls = get_plugin_manager().hook.agent_rl_transform_attributes.get_hookimpls()
     functions = [impl.function for impl in reversed(impls)]  # pluggy's call order

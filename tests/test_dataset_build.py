@@ -189,14 +189,14 @@ def test_nan_reward_names_the_rollout(store):
     assert ds.num_rows == 1
 
 
-def test_rewards_latest_row_per_name_errors_ignored_emitted_summed_and_weights(store):
+def test_rewards_latest_row_per_name_errors_ignored_re_emitted_replaced_and_weights(store):
     _, con = store
     write_rollout(con, "r1", llm_calls=well_behaved("q", "a"))
     write_reward(con, "r1", "judge", 0.0, created_s=1)
     write_reward(con, "r1", "judge", 0.8, created_s=2)  # re-scored: the latest counts
     write_reward(con, "r1", "judge", None, error="timeout", created_s=3)  # error rows never count
-    write_reward(con, "r1", "bonus", 0.25, source="emitted")
-    write_reward(con, "r1", "bonus", 0.25, source="emitted")  # emitted rewards of one name add up
+    write_reward(con, "r1", "bonus", 0.25, source="emitted", created_s=1)
+    write_reward(con, "r1", "bonus", 0.5, source="emitted", created_s=2)  # re-emitted: replaces, does not add
     write_reward(con, "r1", "judge", 5.0, step_index=0)  # step rewards are not episode rewards
     ds, report = build(store)
     assert ds[0]["reward"] == pytest.approx((0.8 + 0.5) / 2)

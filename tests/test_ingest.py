@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from agent_rl_plugin.cli import ingest as ingest_cli
 from agent_rl_plugin.cli.main import main
 from agent_rl_plugin.receiver.decode import request_to_json
-from agent_rl_plugin.store.ingest import ingest_paths
+from agent_rl_plugin.receiver.ingest import ingest_paths
 from test_receiver import SPAN_COLUMNS, make_spans, reference_db
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.cli.export_parquet import parquet_command
 from agent_rl_plugin.store import DuckDBSpanExporter
-from agent_rl_plugin.store.ingest import ingest_paths
+from agent_rl_plugin.receiver.ingest import ingest_paths
 from agent_rl_plugin.store.parquet import ParquetExportError, export_parquet
 
 COLUMNS = ("trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms, status_code, "

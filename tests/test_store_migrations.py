@@ -32,6 +32,7 @@ FROZEN = {
     "0006_rollouts_v2": "0e4c6a59b4c48296",
     "0007_training_runs": "5dd76de863c64036",
     "0008_segment_ledger": "0f46fb89025fdb96",
+    "0009_episode_rewards": "3bcd3ebf9637caf1",
 }
 
 

@@ -275,7 +275,9 @@ def test_rollouts(scene):
     assert json.loads(r1["metadata"]) == {"seed": 1}
     assert (r1["n_spans"], r1["n_llm_calls"], r1["n_tool_calls"], r1["n_tool_errors"]) == (4, 1, 2, 1)
     assert (r1["input_tokens"], r1["output_tokens"]) == (12, 3)
-    assert r1["total_reward"] == pytest.approx(1.0 + 0.5 + 0.25)  # incl. the later reward span's
+    # the episode reward: mean of the episode rewards correct and human (the later reward span's);
+    # the step reward tool_ok is not part of it
+    assert r1["total_reward"] == pytest.approx((1.0 + 0.25) / 2)
     assert r1["root_span_id"] == info["agent_span"]
 
     r2 = by_id["r2"]

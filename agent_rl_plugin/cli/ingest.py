@@ -5,7 +5,7 @@ writes them (one ``ExportTraceServiceRequest`` per line, ``.gz`` too) and the Pa
 ``agent-rl export parquet`` (``date=.../service=.../part-*.parquet``). Idempotent by
 (trace_id, span_id): ingesting the same files twice adds nothing. A malformed line is reported
 with its line number and skipped; the rest lands. ``--json`` prints the summary as JSON; the
-exit code is 1 when any error was reported. See :mod:`agent_rl_plugin.store.ingest`.
+exit code is 1 when any error was reported. See :mod:`agent_rl_plugin.receiver.ingest`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def ingest(
     """Load spans from OTLP/JSON lines files and Parquet exports (duplicates are skipped)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from agent_rl_plugin.store.ingest import find_files, ingest_paths
+    from agent_rl_plugin.receiver.ingest import find_files, ingest_paths
 
     files = find_files(paths)
     if not files:

@@ -1,7 +1,10 @@
 """Entry point of ``agent-rl``: builds the app from the ``agent_rl_register_commands`` hook.
 
 Every command group (built-in or from an outside plugin) registers itself through the hook, so
-``agent-rl --help`` lists exactly what is installed. Errors that users can fix are printed as
+``agent-rl --help`` lists exactly what is installed. The built-in command groups are the modules
+of :data:`COMMAND_PLUGINS`: :func:`build_app` registers them into the plugin manager in use (they
+are not in :data:`agent_rl_plugin.plugins.DEFAULT_PLUGINS`, so an agent that only records never
+imports the command line). Errors that users can fix are printed as
 one line plus the fix, with a non-zero exit code, never as a traceback.
 """
 
@@ -12,12 +15,36 @@ import sys
 import typer
 
 from agent_rl_plugin.cli.common import UserError, fail
-from agent_rl_plugin.plugins import get_plugin_manager
+from agent_rl_plugin.plugins import get_plugin_manager, register_modules
 from agent_rl_plugin.store.errors import StoreError
+
+#: The built-in command groups, registered as plugins under these names by :func:`build_app`
+#: (``agent-rl plugins`` lists them as built-ins).
+COMMAND_PLUGINS: dict[str, str] = {
+    "cli_query": "agent_rl_plugin.cli.query",
+    "cli_traces": "agent_rl_plugin.cli.traces",
+    "cli_db": "agent_rl_plugin.cli.db",
+    "cli_demo": "agent_rl_plugin.cli.demo",
+    "cli_plugins": "agent_rl_plugin.cli.plugins_cmd",
+    "cli_score": "agent_rl_plugin.cli.score",
+    "cli_tasks": "agent_rl_plugin.cli.tasks",
+    "cli_label": "agent_rl_plugin.cli.label",
+    "cli_dataset": "agent_rl_plugin.cli.dataset",
+    "cli_rollouts": "agent_rl_plugin.cli.rollouts",
+    "cli_import": "agent_rl_plugin.cli.import_cmd",
+    "cli_advantages": "agent_rl_plugin.cli.advantages",
+    "cli_train": "agent_rl_plugin.cli.train",
+    "cli_export": "agent_rl_plugin.cli.export",
+    "cli_serve": "agent_rl_plugin.cli.serve",
+    "cli_ingest": "agent_rl_plugin.cli.ingest",
+    "cli_report": "agent_rl_plugin.cli.report",
+}
 
 
 def build_app() -> typer.Typer:
-    """A fresh Typer app with every registered command."""
+    """A fresh Typer app with every registered command: the built-in command groups of
+    :data:`COMMAND_PLUGINS` are first registered into the plugin manager in use (those already
+    registered, under any name, are left as they are)."""
     app = typer.Typer(
         name="agent-rl",
         help="Record agents into DuckDB, look at what they did, score them and train on them.",
@@ -25,7 +52,9 @@ def build_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    get_plugin_manager().hook.agent_rl_register_commands(cli=app)
+    pm = get_plugin_manager()
+    register_modules(pm, COMMAND_PLUGINS)
+    pm.hook.agent_rl_register_commands(cli=app)
     return app
 
 

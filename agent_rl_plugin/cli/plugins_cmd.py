@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from agent_rl_plugin import plugins as plugin_registry
 from agent_rl_plugin.cli.common import JsonOption, console, print_json, print_rows
+from agent_rl_plugin.cli.main import COMMAND_PLUGINS
 from agent_rl_plugin.hookspecs import hookimpl
 
 _REWARD_KEYS = ("name", "version", "mode", "source", "weight")
@@ -42,7 +43,7 @@ def list_plugins(rewards: list[dict[str, Any]] | None = None) -> list[dict]:
         entries.append(
             {
                 "name": name,
-                "builtin": name in plugin_registry.DEFAULT_PLUGINS,
+                "builtin": name in plugin_registry.DEFAULT_PLUGINS or name in COMMAND_PLUGINS,
                 "version": plugin_registry.plugin_version(pm, plugin),
                 "distribution": dist[0] if dist else None,
                 "hooks": hooks,

@@ -1,5 +1,5 @@
 """The SQL the dataset builders share: opening the store, selecting rollouts, normalising chat
-messages, and combining episode rewards, all inside DuckDB (results come back as Arrow).
+messages, and combining episode rewards (read from the ``episode_rewards`` view), all inside DuckDB (results come back as Arrow).
 
 Messages are normalised to one fixed Arrow type, :data:`MESSAGE_TYPE`::
 
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin.data.report import BuildReport, DatasetError
-from agent_rl_plugin.store.views import LLM_CONDITION
+from agent_rl_plugin.store.views import LLM_CONDITION, combined_reward_sql
 
 _counter = itertools.count()
 
@@ -374,11 +374,13 @@ def combined_rewards(
 ) -> pa.Table:
     """``(rollout_id, reward, n_rewards)`` for the rollouts in the registered table ``selected``.
 
-    Per (rollout_id, name) the latest non-error episode row counts (emitted rewards of one name
-    are summed, as in the ``rollouts`` view); the combination is sum(w * r) / sum(w) over the
-    names a rollout has (:meth:`~agent_rl_plugin.rewards.RewardEngine.combine`'s rule). A NaN or
-    infinite value raises :class:`DatasetError` naming the rollout. Rollouts without any
-    usable reward are absent from the result.
+    The per-name values are the rows of the ``episode_rewards`` view (the one definition of the
+    episode reward: per rollout and name the latest usable episode-level row, whatever its
+    source); the combination is sum(w * r) / sum(w) over the names a rollout has
+    (:func:`~agent_rl_plugin.store.views.combined_reward_sql`, the rule of
+    :meth:`~agent_rl_plugin.rewards.RewardEngine.combine`; with every weight 1 it is
+    ``rollouts.total_reward``). A NaN or infinite value raises :class:`DatasetError` naming the
+    rollout. Rollouts without any usable reward are absent from the result.
     """
     name_filter = ""
     weight_table = pa.table({"name": pa.array([], pa.string()), "weight": pa.array([], pa.float64())})
@@ -391,16 +393,12 @@ def combined_rewards(
             connection,
             f"""
             WITH per_name AS (
-                SELECT rollout_id, name,
-                       CASE WHEN bool_and(source = 'emitted') THEN sum(value)
-                            ELSE arg_max(value, created_at) END AS value
-                FROM rewards
-                WHERE step_index IS NULL AND error IS NULL AND value IS NOT NULL
-                  AND rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)}
-                GROUP BY rollout_id, name
+                SELECT rollout_id, name, value
+                FROM episode_rewards
+                WHERE rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)}
             )
             SELECT p.rollout_id,
-                   sum({weight} * p.value) / nullif(sum({weight}), 0) AS reward,
+                   {combined_reward_sql(weight, "p")} AS reward,
                    count(*) AS n_rewards,
                    arg_min(p.name, p.name) FILTER (WHERE NOT isfinite(p.value)) AS bad_name
             FROM per_name p LEFT JOIN {w} w ON w.name = p.name
@@ -410,8 +408,8 @@ def combined_rewards(
         if report is not None:
             names = arrow(
                 connection,
-                "SELECT DISTINCT name FROM rewards WHERE step_index IS NULL AND error IS NULL AND value IS NOT NULL "
-                f"AND rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)} ORDER BY name",
+                "SELECT DISTINCT name FROM episode_rewards "
+                f"WHERE rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)} ORDER BY name",
             )
             report.reward_names = names.column("name").to_pylist()
     bad = pc.is_valid(table.column("bad_name"))

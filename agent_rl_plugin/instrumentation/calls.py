@@ -92,6 +92,20 @@ def unsuppress(token: contextvars.Token[bool]) -> None:
         log_failure("restoring the suppression flag")
 
 
+def is_recording() -> bool:
+    """Whether a span started now would be recorded: recording is on (configuring from the
+    environment on first use) and not suppressed in the running context. Never raises (a failed
+    configuration is logged once and reads as ``False``)."""
+    if not tracing.STATE.enabled or _SUPPRESSED.get():
+        return False
+    try:
+        tracing.get_tracer()
+    except Exception:
+        log_failure("configuring tracing")
+        return False
+    return tracing.is_enabled()
+
+
 @dataclass(frozen=True)
 class WrapSpec:
     """How calls of one wrapped callable are recorded.

@@ -2,12 +2,10 @@
 
 Contract:
 
-* The active rollout is a :class:`RolloutInfo` held in a :class:`contextvars.ContextVar`, so it
-  follows asyncio tasks (``create_task``/``gather`` copy the context) but **not** plain threads or
-  ``ThreadPoolExecutor.submit``/``loop.run_in_executor`` (wrap the callable with
-  ``contextvars.copy_context().run`` there).
-* :func:`current_rollout_attributes` is called by the span processor on every span start; it
-  returns a dict cached on the :class:`RolloutInfo` (do not mutate it).
+* The active rollout (:class:`RolloutInfo`, :func:`current_rollout`, :func:`set_current`,
+  :func:`reset_current`, :func:`current_rollout_attributes`) lives in the leaf module
+  :mod:`agent_rl_plugin.context`, so the tracing layer can read it; those names are re-exported
+  here unchanged.
 * :func:`rollout` opens an explicit rollout (``with`` and ``async with``): a span
   ``rollout {task_id}`` that is the current span inside the block, the ``agent_rl_rollout_start``
   / ``agent_rl_rollout_end`` hooks, and the exception of the block recorded on the span and
@@ -18,26 +16,30 @@ Contract:
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Mapping
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import plugins as _plugins
 from agent_rl_plugin import tracing
+from agent_rl_plugin.context import (
+    RolloutInfo,
+    current_rollout,
+    current_rollout_attributes,
+    reset_current,
+    set_current,
+)
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation.spans import end_span, is_cancellation, log_failure, record_error
 from agent_rl_plugin.semconv import (
     CANCELLED,
-    GROUP_ID,
     ROLLOUT_ID,
     ROLLOUT_METADATA,
     ROLLOUT_ROOT,
     SPAN_KIND,
     SPAN_KIND_ROLLOUT,
-    TASK_ID,
 )
 from agent_rl_plugin.serialize import to_json_attribute
 
@@ -45,66 +47,15 @@ __all__ = [
     "RolloutInfo",
     "current_rollout",
     "current_rollout_attributes",
+    "set_current",
+    "reset_current",
     "rollout",
     "RolloutScope",
     "rollout_status",
+    "implicit_rollout",
+    "fire_rollout_start",
+    "fire_rollout_end",
 ]
-
-
-@dataclass(frozen=True)
-class RolloutInfo:
-    """One episode: its ids and metadata. Treat as read-only (hooks receive it).
-
-    ``implicit`` is True for a rollout opened by a traced agent call made outside any rollout.
-    """
-
-    rollout_id: str = field(default_factory=new_id)
-    task_id: str | None = None
-    group_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    name: str | None = None
-    implicit: bool = False
-    attributes: dict[str, str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        attrs = {ROLLOUT_ID: self.rollout_id}
-        if self.task_id is not None:
-            attrs[TASK_ID] = self.task_id
-        if self.group_id is not None:
-            attrs[GROUP_ID] = self.group_id
-        object.__setattr__(self, "attributes", attrs)
-
-
-_CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar(
-    "agent_rl_rollout", default=None
-)
-
-
-def current_rollout() -> RolloutInfo | None:
-    """The rollout the calling code runs in, or ``None``."""
-    return _CURRENT.get()
-
-
-def current_rollout_attributes() -> dict[str, str] | None:
-    """``{ROLLOUT_ID, TASK_ID, GROUP_ID}`` (non-None only) of the active rollout, or ``None``.
-
-    The returned dict is shared: callers must not mutate it.
-    """
-    info = _CURRENT.get()
-    return None if info is None else info.attributes
-
-
-def set_current(info: RolloutInfo | None) -> contextvars.Token[RolloutInfo | None]:
-    """Make ``info`` the active rollout; undo with :func:`reset_current`."""
-    return _CURRENT.set(info)
-
-
-def reset_current(token: contextvars.Token[RolloutInfo | None]) -> None:
-    """Undo :func:`set_current`. Never raises (a token from another context is logged)."""
-    try:
-        _CURRENT.reset(token)
-    except Exception:
-        log_failure("restoring the rollout context")
 
 
 def rollout_status(exc: BaseException | None, closed: bool = False) -> str:
@@ -205,7 +156,7 @@ class RolloutScope:
     # --- sync -----------------------------------------------------------------------------
     def __enter__(self) -> RolloutInfo:
         info = self.info
-        self._rollout_token = _CURRENT.set(info)  # before the span: the processor stamps ids
+        self._rollout_token = set_current(info)  # before the span: the processor stamps ids
         if not tracing.is_enabled():
             return info
         try:

@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanContext
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
 from agent_rl_plugin.instrumentation import context as rl_context
-from agent_rl_plugin.instrumentation.calls import is_suppressed
+from agent_rl_plugin.instrumentation.calls import is_recording
 from agent_rl_plugin.instrumentation.spans import (
     capture_content,
     current_recording_span,
@@ -88,18 +88,6 @@ __all__ = ["record_llm_call", "record_tool_call", "record_event", "emit_reward"]
 
 TimeLike = int | float | datetime | None
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _recording() -> bool:
-    """Whether helpers should record now (configures from the environment on first use)."""
-    if not tracing.STATE.enabled or is_suppressed():
-        return False
-    try:
-        tracing.get_tracer()
-    except Exception:
-        log_failure("configuring tracing")
-        return False
-    return tracing.is_enabled()
 
 
 def _to_ns(value: TimeLike) -> int | None:
@@ -194,7 +182,7 @@ def record_llm_call(
     Times are epoch nanoseconds or datetimes; by default the call ends now and started
     ``duration_s`` earlier. Extra keyword ``attributes`` are stored as span attributes.
     """
-    if not _recording():
+    if not is_recording():
         return None
     try:
         attrs: dict[str, Any] = {
@@ -248,7 +236,7 @@ def record_tool_call(
     32-hex id. Times as in :func:`record_llm_call`. Extra keyword ``attributes`` are stored as
     span attributes (they never replace the tool's own name, id, arguments or result).
     """
-    if not _recording():
+    if not is_recording():
         return None
     try:
         attrs: dict[str, Any] = {
@@ -303,7 +291,7 @@ def record_event(
 
     Extra keyword arguments are stored together as JSON in ``agent_rl.event.data``.
     """
-    if not _recording():
+    if not is_recording():
         return
     try:
         size = max_size()
@@ -359,7 +347,7 @@ def emit_reward(
     ``gen_ai.evaluation.result`` event with ``agent_rl.reward.source="emitted"``.
     """
     score = _check_reward(value, step)
-    if not _recording():
+    if not is_recording():
         return
     current = rl_context.current_rollout()
     target_id = str(rollout_id) if rollout_id is not None else None

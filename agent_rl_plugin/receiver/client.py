@@ -1,18 +1,19 @@
-"""Finding and talking to a running receiver: ``<db>.serve.json``, ``/query``, ``/stats``.
+"""Talking to a running receiver: ``/query``, ``/stats``, and the port entries for its token.
 
 Contract:
 
-* A running :class:`~agent_rl_plugin.receiver.server.Receiver` writes :func:`info_path` ``(db)``
-  = ``<db>.serve.json`` (mode 0600: it may hold the token) with ``host``, ``port``, ``pid``,
-  ``db`` (absolute path), ``token`` (or null) and ``url``, and removes it on shutdown.
-* :func:`find_receiver` returns that info when the file exists, names the same database and its
-  process is alive; else ``None`` (a stale file left by a killed receiver is ignored).
+* A running :class:`~agent_rl_plugin.receiver.server.Receiver` announces itself in
+  ``<db>.serve.json``; the format, :func:`info_path`, :func:`write_info`, :func:`remove_info`
+  and :func:`find_receiver` belong to the store layer
+  (:mod:`agent_rl_plugin.store.announcements`, re-exported here), so that a reader of the
+  store finds the receiver without importing this package.
 * :func:`remote_query` sends read-only SQL to ``POST /query`` and returns ``(columns, rows)``
   with the same Python types a local DuckDB cursor gives (the result travels as Arrow IPC).
   It raises :class:`RemoteQueryError` with the receiver's message for refused or failing SQL,
   and ``OSError`` when the receiver cannot be reached.
 * :func:`request_snapshot` asks for ``POST /snapshot`` and returns the path of the copy
-  (``OSError`` when the receiver cannot be reached or refuses).
+  (``OSError`` when the receiver cannot be reached or refuses); it lives in
+  :mod:`agent_rl_plugin.store.snapshots`, which :func:`~agent_rl_plugin.store.open_reader` uses.
 * :func:`fetch_stats` returns the JSON of ``GET /stats``.
 * A receiver with a token on a loopback address also writes a port entry (0600, in a 0700
   folder of this user: ``$AGENT_RL_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/agent-rl``, else
@@ -26,13 +27,46 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import pyarrow as pa
+
+# The announcement and the snapshot request belong to the store layer; their names stay
+# importable from here for callers of this module.
+from agent_rl_plugin.store.announcements import (
+    base_url,
+    exchange,
+    find_receiver,
+    info_path,
+    receiver_url,
+    remove_info,
+    write_info,
+    write_private_json,
+)
+from agent_rl_plugin.store.liveness import pid_alive
+from agent_rl_plugin.store.snapshots import request_snapshot
+
+__all__ = [
+    "ARROW_STREAM",
+    "TOKEN_ENV",
+    "TRUNCATED_HEADER",
+    "RemoteQueryError",
+    "base_url",
+    "fetch_stats",
+    "find_receiver",
+    "info_path",
+    "is_loopback",
+    "remote_query",
+    "remote_query_table",
+    "remove_info",
+    "remove_port_entry",
+    "request_snapshot",
+    "runtime_dir",
+    "token_for_endpoint",
+    "write_info",
+    "write_port_entry",
+]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 TOKEN_ENV = "AGENT_RL_SERVE_TOKEN"
@@ -40,21 +74,6 @@ TOKEN_ENV = "AGENT_RL_SERVE_TOKEN"
 
 class RemoteQueryError(Exception):
     """The receiver refused or failed the SQL; ``str(error)`` is its message."""
-
-
-def info_path(db: str | os.PathLike[str]) -> str:
-    """``<db>.serve.json``: where a receiver of ``db`` announces itself."""
-    return os.path.abspath(os.fspath(db)) + ".serve.json"
-
-
-def _write_private(path: str, info: dict[str, Any]) -> str:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-    return path
 
 
 def is_loopback(host: str) -> bool:
@@ -103,11 +122,11 @@ def write_port_entry(port: int, token: str, db: str) -> str | None:
             try:
                 with open(os.path.join(folder, name), encoding="utf-8") as handle:
                     pid = json.load(handle).get("pid")
-                if isinstance(pid, int) and not _alive(pid):
+                if isinstance(pid, int) and not pid_alive(pid):
                     os.remove(os.path.join(folder, name))
             except (OSError, ValueError, AttributeError):
                 pass
-    return _write_private(path, {"port": port, "pid": os.getpid(), "token": token, "db": db})
+    return write_private_json(path, {"port": port, "pid": os.getpid(), "token": token, "db": db})
 
 
 def remove_port_entry(port: int) -> None:
@@ -137,94 +156,16 @@ def token_for_endpoint(url: str) -> str | None:
             info = json.load(handle)
     except (OSError, ValueError):
         return None
-    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not _alive(info["pid"]):
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not pid_alive(info["pid"]):
         return None
     token = info.get("token")
     return token if isinstance(token, str) and token else None
 
 
-def write_info(db: str, host: str, port: int, token: str | None) -> str:
-    """Write the announcement file (mode 0600, atomically); returns its path."""
-    path = info_path(db)
-    info = {
-        "host": host,
-        "port": port,
-        "pid": os.getpid(),
-        "db": os.path.realpath(os.path.abspath(db)),
-        "token": token,
-        "url": f"http://{_url_host(host)}:{port}",
-    }
-    return _write_private(path, info)
-
-
-def remove_info(db: str) -> None:
-    """Remove the announcement file if this process wrote it."""
-    path = info_path(db)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-        if info.get("pid") == os.getpid():
-            os.remove(path)
-    except (OSError, ValueError):
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def find_receiver(db: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The running receiver of ``db`` (its announcement), or ``None`` (see the module contract)."""
-    path = info_path(db)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not _alive(info["pid"]):
-        return None
-    if info.get("db") != os.path.realpath(os.path.abspath(os.fspath(db))):
-        return None
-    return info
-
-
-def _url_host(host: str) -> str:
-    connect = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
-    return f"[{connect}]" if ":" in connect else connect
-
-
-def base_url(host: str, port: int) -> str:
-    """``http://host:port`` for connecting (a wildcard bind address becomes loopback)."""
-    return f"http://{_url_host(host)}:{port}"
-
-
 def _request(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
              timeout: float = 60.0) -> tuple[int, str, bytes]:
-    status, kind, body, _ = _request_full(url, token, data, content_type, timeout)
+    status, kind, body, _ = exchange(url, token, data, content_type, timeout)
     return status, kind, body
-
-
-def _request_full(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
-                  timeout: float = 60.0) -> tuple[int, str, bytes, dict[str, str]]:
-    headers = {}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    if content_type:
-        headers["Content-Type"] = content_type
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read(), dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", ""), exc.read(), dict(exc.headers)
 
 
 TRUNCATED_HEADER = "X-Agent-RL-Truncated"
@@ -234,8 +175,8 @@ def remote_query_table(info: dict[str, Any], sql: str, timeout: float = 120.0) -
     """Run read-only ``sql`` on the receiver described by ``info``: ``(table, truncated)`` where
     ``truncated`` is ``"rows"``/``"bytes"`` when the receiver cut the result at its cap, else
     ``None``. Errors as :func:`remote_query`."""
-    url = info.get("url") or base_url(info["host"], info["port"])
-    status, content_type, body, headers = _request_full(
+    url = receiver_url(info)
+    status, content_type, body, headers = exchange(
         url + "/query", info.get("token"), json.dumps({"sql": sql}).encode("utf-8"), "application/json", timeout
     )
     if status != 200:
@@ -257,20 +198,6 @@ def remote_query(info: dict[str, Any], sql: str, timeout: float = 120.0) -> tupl
         return [], []
     rows = list(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
     return columns, rows
-
-
-def request_snapshot(info: dict[str, Any], timeout: float = 600.0) -> str:
-    """Have the receiver described by ``info`` copy its database; the copy's path."""
-    url = info.get("url") or base_url(info["host"], info["port"])
-    for attempt in range(5):  # the receiver rate-limits snapshots: 429 + Retry-After
-        status, _, body, headers = _request_full(url + "/snapshot", info.get("token"), b"{}", "application/json",
-                                                 timeout)
-        if status != 429:
-            break
-        time.sleep(min(float(headers.get("Retry-After", "1") or 1), 5.0))
-    if status != 200:
-        raise OSError(f"the receiver could not write a snapshot (HTTP {status}): {body[:200]!r}")
-    return str(json.loads(body)["path"])
 
 
 def fetch_stats(host: str, port: int, token: str | None = None, timeout: float = 10.0) -> dict[str, Any]:

@@ -55,6 +55,7 @@ import os
 import secrets
 import select
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -78,6 +79,7 @@ from agent_rl_plugin.receiver.copies import Copies, RateLimited, content_key
 from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
+from agent_rl_plugin.store.announcements import base_url, remove_info, write_info
 from agent_rl_plugin.store.user_sql import (
     QueryCancelled,
     QueryResult,
@@ -118,8 +120,6 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up mid-answer is not an error worth a traceback on stderr."""
-        import sys
-
         if isinstance(sys.exc_info()[1], ConnectionError):
             logger.debug("client %s went away", client_address)
         else:
@@ -425,7 +425,7 @@ class Receiver:
     @property
     def url(self) -> str:
         """``http://host:port`` for clients (the traces endpoint is ``url + "/v1/traces"``)."""
-        return client.base_url(self.host, self.port)
+        return base_url(self.host, self.port)
 
     def start(self) -> "Receiver":
         """Open the database, bind, announce and serve in a background thread; returns self.
@@ -443,7 +443,7 @@ class Receiver:
             self.sink.close()
             raise
         if self.announce:
-            client.write_info(self.db, self.host, self.port, self.token or None)
+            write_info(self.db, self.host, self.port, self.token or None)
             if self.token and client.is_loopback(self.host):
                 client.write_port_entry(self.port, self.token, self.db)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
@@ -473,7 +473,7 @@ class Receiver:
                 self._server.shutdown()
                 self._server.server_close()
             if self.announce:
-                client.remove_info(self.db)
+                remove_info(self.db)
                 client.remove_port_entry(self.port)
             self.copies.clear()
             with self._gate:

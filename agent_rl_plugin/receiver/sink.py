@@ -36,10 +36,14 @@ from typing import Any, Sequence
 import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
 
+from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.redaction import Redactor
 from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
 from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.store.exporter import collect_normalizers
 from agent_rl_plugin.store.rows import Normalizer, SpanBatch, SpanConverter
 from agent_rl_plugin.store.writer import ExportStats, StoreWriter
+from agent_rl_plugin.transform import make_attribute_transform
 
 logger = logging.getLogger("agent_rl_plugin.receiver")
 
@@ -87,8 +91,6 @@ class SpanSink:
         self._logged: set[str] = set()
         self._opening = False
         if normalizers is None:
-            from agent_rl_plugin.store.exporter import collect_normalizers
-
             try:
                 normalizers = collect_normalizers()
             except Exception as exc:  # a broken plugin must not stop the receiver
@@ -121,9 +123,6 @@ class SpanSink:
     def _config_transform(self) -> Any:
         """The attribute transform (with its redactor) of the ``AGENT_RL_*`` config; with
         unreadable variables, of the defaults (redaction on), never none at all."""
-        from agent_rl_plugin.config import RLConfig
-        from agent_rl_plugin.transform import make_attribute_transform
-
         try:
             config = RLConfig.from_env()
         except Exception as exc:  # a bad variable must not switch redaction off
@@ -133,8 +132,6 @@ class SpanSink:
             return make_attribute_transform(config)
         except Exception as exc:  # a broken plugin manager: still redact with the config's patterns
             self._report("transform", exc)
-        from agent_rl_plugin.redaction import Redactor
-
         redactor = Redactor([*config.redaction_patterns, *config.redact_patterns]) if config.redact else None
 
         def redact_only(attributes: dict[str, Any], span_name: str) -> dict[str, Any]:

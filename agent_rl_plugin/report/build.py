@@ -18,7 +18,9 @@ from typing import Any, Callable, Mapping, Sequence
 from agent_rl_plugin.report import html as h
 from agent_rl_plugin.report import plots as p
 from agent_rl_plugin.report import queries as q
+from agent_rl_plugin.report import traces as t
 from agent_rl_plugin.report.queries import ReportError
+from agent_rl_plugin.version import __version__
 
 #: (id, navigation label) of every section, in page order.
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -110,8 +112,6 @@ def build_report(
         + (f" · rollouts where <code>{h.esc(where)}</code>" if where else "")
         + f" · {summary.counts.get('rollouts', 0):,} rollouts"
     )
-    from agent_rl_plugin import __version__
-
     footer = (f"agent-rl {h.esc(__version__)} · <code>agent-rl report</code> · one self-contained file: "
               "no network needed to open it")
     document = h.page(title, meta, nav, body, footer)
@@ -492,7 +492,7 @@ def _worst(listed: Sequence[tuple[Mapping[str, Any], str]], data: Mapping[str, A
     columns += [("n_tool_errors", "tool errors"), ("duration_ms", "ms"), ("why", "listed as")]
     numeric = ["rank", "reward", "n_tool_errors", "duration_ms"] + [f"r{i}" for i in range(len(names))]
     table = h.table(columns, rows, raw=("link", "status_html"), numeric=numeric)
-    traces = "".join(h.trace_html(rollout, data.get(rollout["rollout_id"], {}), why) for rollout, why in listed)
+    traces = "".join(t.trace_html(rollout, data.get(rollout["rollout_id"], {}), why) for rollout, why in listed)
     intro = (f"The {worst} rollouts with the lowest combined reward, then the failed ones. Click an id, or a row "
              "below, to see the rollout step by step: LLM calls with their messages, tool calls with arguments and "
              "results or errors, events, and the rewards of each step.")

@@ -1,12 +1,5 @@
-"""The report's plots: matplotlib figures rendered to inline SVG text.
-
-Figures are made with :class:`matplotlib.figure.Figure` and saved with the SVG backend, never
-through ``pyplot``: no global backend is switched and no GUI is touched (the same as the Agg
-backend, headless). Text stays text (``svg.fonttype = none``: small, selectable, searchable),
-mathtext is off (a ``$`` in a task id is just a dollar sign), ids inside each SVG get a
-per-plot prefix so that several SVGs share one HTML page without clashing, and the output is
-deterministic (``svg.hashsalt``). Labels come from the store and are untrusted: matplotlib's
-SVG writer escapes text, attributes and comments, and comments are dropped anyway.
+"""The report's plots: matplotlib figures rendered to inline SVG text (the rendering itself is
+:mod:`agent_rl_plugin.report.svg`).
 
 Each function returns a :class:`Plot` (``id``, ``title``, ``svg``, ``caption``) or ``None``
 when there is nothing to draw.
@@ -14,221 +7,38 @@ when there is nothing to draw.
 
 from __future__ import annotations
 
-import html
-import io
 import math
-import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-#: Colours (matplotlib's tab10, colour-blind friendlier than the default for the status pair).
-OK = "#2f9e44"
-ERROR = "#e03131"
-CANCELLED = "#868e96"
-BLUE = "#1c7ed6"
-ORANGE = "#f08c00"
-PURPLE = "#7048e8"
-STATUS_COLOURS = {"ok": OK, "error": ERROR, "cancelled": CANCELLED}
-PALETTE = ["#1c7ed6", "#f08c00", "#2f9e44", "#e03131", "#7048e8", "#0c8599", "#d6336c", "#5c940d", "#868e96", "#e8590c"]
-
-WIDTH = 6.4  # inches: half of the page (two plots side by side at their natural size)
-HEIGHT = 3.0
-WIDE = 12.4  # inches: the whole width of the page (~1190 px)
-
-_RC = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "agent-rl-report",
-    "svg.image_inline": True,
-    "text.parse_math": False,
-    "font.size": 9.0,
-    "font.family": "sans-serif",
-    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica", "Liberation Sans"],
-    "axes.titlesize": 10.5,
-    "axes.titleweight": "bold",
-    "axes.labelsize": 9.0,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.6,
-    "legend.fontsize": 8.0,
-    "legend.frameon": True,
-    "legend.framealpha": 0.85,
-    "legend.edgecolor": "none",
-    "xtick.labelsize": 8.0,
-    "ytick.labelsize": 8.0,
-    "figure.dpi": 100,
-    "savefig.bbox": None,
-    "savefig.pad_inches": 0.08,
-    "date.converter": "concise",
-    "axes.formatter.useoffset": False,
-}
+from agent_rl_plugin.report.svg import (
+    BLUE,
+    ERROR,
+    HEIGHT,
+    MAX_POINTS,
+    OK,
+    ORANGE,
+    PALETTE,
+    PURPLE,
+    STATUS_COLOURS,
+    WIDE,
+    WIDTH,
+    Plot,
+    TimeAxis,
+    available,  # noqa: F401 - re-exported: report.build asks plots.available()
+    boxplot,
+    hist_bins,
+    in_rc,
+    new_figure,
+    no_data,
+    render,
+    short,
+    thin,
+    to_svg,  # noqa: F401 - re-exported for callers of the old path
+)
 
 
-@dataclass
-class Plot:
-    """One rendered plot: ``svg`` is the ``<svg>`` element's text, ready to inline."""
-
-    id: str
-    title: str
-    svg: str
-    caption: str = ""
-
-
-def _mpl():
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    return matplotlib, Figure
-
-
-def available() -> bool:
-    """Whether matplotlib can be imported (the ``report`` extra)."""
-    try:
-        _mpl()
-    except ImportError:
-        return False
-    return True
-
-
-def short(text: Any, width: int = 24) -> str:
-    """``text`` as one line of at most ``width`` characters (an ellipsis marks a cut)."""
-    value = "(none)" if text is None else " ".join(str(text).split())
-    return value if len(value) <= width else value[: width - 1] + "…"
-
-
-def _figure(rows: int = 1, cols: int = 1, width: float = WIDTH, height: float = HEIGHT, **kwargs: Any):
-    _, Figure = _mpl()
-    fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, **kwargs)
-    return fig, axes
-
-
-_ID = re.compile(r'\bid="([^"]+)"')
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_METADATA = re.compile(r"<metadata>.*?</metadata>", re.DOTALL)
-
-
-def to_svg(fig: Any, plot_id: str, title: str = "") -> str:
-    """The figure as an ``<svg>`` element with ids prefixed by ``plot_id``, no comments, and
-    ``title`` as its accessible name."""
-    matplotlib, _ = _mpl()
-    buffer = io.StringIO()
-    with matplotlib.rc_context(_RC):
-        fig.savefig(buffer, format="svg")
-    text = buffer.getvalue()
-    text = text[text.index("<svg"):]
-    text = _COMMENT.sub("", text)
-    text = _METADATA.sub("", text)  # creator and date: bytes, and not deterministic
-    ids = set(_ID.findall(text))
-    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", plot_id)
-
-    def rename(name: str) -> str:
-        return f"{prefix}-{name}"
-
-    text = _ID.sub(lambda m: f'id="{rename(m.group(1))}"', text)
-    text = re.sub(
-        r'((?:xlink:)?href="#)([^"]+)"',
-        lambda m: f'{m.group(1)}{rename(m.group(2)) if m.group(2) in ids else m.group(2)}"',
-        text,
-    )
-    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{rename(m.group(1)) if m.group(1) in ids else m.group(1)})", text)
-    label = html.escape(title, quote=True)
-    text = text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{label}" ', 1)
-    return "\n".join(line for line in text.splitlines() if line.strip())
-
-
-def _render(fig: Any, plot_id: str, title: str, caption: str = "") -> Plot:
-    return Plot(plot_id, title, to_svg(fig, plot_id, title), caption)
-
-
-def _in_rc(function):
-    """Run a plot function with the report's matplotlib settings (fonts, grid, no mathtext)."""
-
-    def wrapper(*args: Any, **kwargs: Any):
-        matplotlib, _ = _mpl()
-        with matplotlib.rc_context(_RC):
-            return function(*args, **kwargs)
-
-    wrapper.__name__ = function.__name__
-    wrapper.__doc__ = function.__doc__
-    return wrapper
-
-
-def _boxplot(ax: Any, data: Any, **kwargs: Any) -> Any:
-    """A horizontal box plot (``orientation=`` from matplotlib 3.10, ``vert=False`` before)."""
-    matplotlib, _ = _mpl()
-    major, minor = (int(p) for p in matplotlib.__version__.split(".")[:2])
-    if (major, minor) >= (3, 10):
-        return ax.boxplot(data, orientation="horizontal", **kwargs)
-    return ax.boxplot(data, vert=False, **kwargs)
-
-
-#: Most points one scatter plot draws (more are thinned evenly: each is an SVG element).
-MAX_POINTS = 2000
-
-
-def _thin(items: Sequence[Any], most: int) -> list[Any]:
-    """At most ``most`` of ``items``, evenly spaced, first and last kept."""
-    if len(items) <= most:
-        return list(items)
-    step = (len(items) - 1) / (most - 1)
-    return [items[round(i * step)] for i in range(most)]
-
-
-def _no_data(ax: Any, text: str = "no data") -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#868e96")
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def _hist_bins(values: Sequence[float], max_bins: int = 30) -> Any:
-    import numpy as np
-
-    lo, hi = min(values), max(values)
-    if lo == hi:
-        return np.array([lo - 0.5, hi + 0.5]) if lo == int(lo) else np.array([lo - abs(lo) * 0.05 - 0.05, hi + abs(hi) * 0.05 + 0.05])
-    return min(max_bins, max(5, int(math.sqrt(len(values)) * 2)))
-
-
-# -- rollouts ---------------------------------------------------------------------------------
-
-
-class _TimeAxis:
-    """x positions for timestamps: dates when they span two minutes or more, else seconds (or
-    milliseconds) after the first one, so that a burst of rollouts gets readable ticks."""
-
-    def __init__(self, times: Sequence[datetime]) -> None:
-        self.first = min(times)
-        self.span_s = (max(times) - self.first).total_seconds()
-        self.mode = "dates" if self.span_s >= 120 else ("s" if self.span_s >= 2 else "ms")
-        self.per_second = {"dates": 1 / 86400, "s": 1.0, "ms": 1000.0}[self.mode]
-
-    def x(self, when: datetime) -> float:
-        if self.mode == "dates":
-            from matplotlib import dates as mdates
-
-            return float(mdates.date2num(when))
-        return (when - self.first).total_seconds() * self.per_second
-
-    @property
-    def label(self) -> str:
-        if self.mode == "dates":
-            return "start time (UTC)"
-        unit = "seconds" if self.mode == "s" else "milliseconds"
-        return f"{unit} after the first start ({self.first:%Y-%m-%d %H:%M:%S} UTC)"
-
-    def apply(self, ax: Any) -> None:
-        if self.mode == "dates":
-            from matplotlib import dates as mdates
-
-            locator = mdates.AutoDateLocator(minticks=3, maxticks=7)
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-
-
-@_in_rc
+@in_rc
 def rollouts_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     """Rollouts started per time bin, stacked by status."""
     import numpy as np
@@ -236,7 +46,7 @@ def rollouts_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     points = [(r["start_time"], r["status"]) for r in rows if isinstance(r.get("start_time"), datetime)]
     if not points:
         return None
-    axis = _TimeAxis([t for t, _ in points])
+    axis = TimeAxis([t for t, _ in points])
     numbers = np.array([axis.x(t) for t, _ in points])
     lo, hi = float(numbers.min()), float(numbers.max())
     if hi - lo < 1e-9:  # all in the same instant: one bar one millisecond wide
@@ -244,7 +54,7 @@ def rollouts_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     n_bins = min(40, max(4, int(math.sqrt(len(points)) * 2)))
     edges = np.linspace(lo, hi, n_bins + 1)
     width = edges[1] - edges[0]
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0][0]
     bottom = np.zeros(n_bins)
     statuses = [s for s in ("ok", "error", "cancelled") if any(p[1] == s for p in points)]
@@ -260,7 +70,7 @@ def rollouts_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     axis.apply(ax)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(title="status", loc="best")
-    return _render(fig, "plot-rollouts-time", "Rollouts over time", "Rollouts started per time bin, by final status.")
+    return render(fig, "plot-rollouts-time", "Rollouts over time", "Rollouts started per time bin, by final status.")
 
 
 def _duration_text(seconds: float) -> str:
@@ -275,14 +85,14 @@ def _duration_text(seconds: float) -> str:
     return f"{seconds / 86400:.3g} days"
 
 
-@_in_rc
+@in_rc
 def status_and_duration(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     """Rollouts by status (bars) and their durations (histogram, ms)."""
     import numpy as np
 
     if not rows:
         return None
-    fig, axes = _figure(1, 2, gridspec_kw={"width_ratios": [1, 2]})
+    fig, axes = new_figure(1, 2, gridspec_kw={"width_ratios": [1, 2]})
     ax = axes[0][0]
     counts: dict[str, int] = {}
     for row in rows:
@@ -304,20 +114,20 @@ def status_and_duration(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
             ax.hist(positive, bins=bins, color=BLUE)
             ax.set_xscale("log")
         else:
-            ax.hist(durations, bins=_hist_bins(durations), color=BLUE)
+            ax.hist(durations, bins=hist_bins(durations), color=BLUE)
         median = float(np.median(durations))
         ax.axvline(median, color="#212529", linestyle="--", linewidth=1, label=f"median {median:.3g} ms")
         ax.legend(loc="upper right")
     else:
-        _no_data(ax)
+        no_data(ax)
     ax.set_title("Rollout duration")
     ax.set_xlabel("duration (ms)")
     ax.set_ylabel("rollouts")
-    return _render(fig, "plot-rollouts-status", "Rollouts by status and duration",
+    return render(fig, "plot-rollouts-status", "Rollouts by status and duration",
                    "Left: final status of each rollout. Right: wall-clock duration of each rollout.")
 
 
-@_in_rc
+@in_rc
 def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     """Combined reward of each rollout by start time, with a rolling mean."""
     points = [(r["start_time"], float(r["reward"]), r.get("status")) for r in rows
@@ -325,11 +135,11 @@ def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     if not points:
         return None
     points.sort(key=lambda p: p[0])
-    axis = _TimeAxis([p[0] for p in points])
+    axis = TimeAxis([p[0] for p in points])
     points = [(axis.x(t), value, status) for t, value, status in points]
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0][0]
-    shown = _thin(points, MAX_POINTS)
+    shown = thin(points, MAX_POINTS)
     for status in ("ok", "error", "cancelled"):
         subset = [p for p in shown if p[2] == status]
         if subset:
@@ -342,7 +152,7 @@ def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
         for i, value in enumerate(values):
             total += value - (values[i - window] if i >= window else 0.0)
             rolling.append(total / min(i + 1, window))
-        line = _thin(list(zip([p[0] for p in points], rolling)), MAX_POINTS // 2)
+        line = thin(list(zip([p[0] for p in points], rolling)), MAX_POINTS // 2)
         ax.plot([x for x, _ in line], [y for _, y in line], color="#212529", linewidth=1.6,
                 label=f"rolling mean ({window} rollouts)", zorder=4)
     ax.set_title("Combined reward over time")
@@ -350,14 +160,14 @@ def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     ax.set_ylabel("combined reward (mean of reward names)")
     axis.apply(ax)
     ax.legend(loc="best")
-    return _render(fig, "plot-reward-time", "Combined reward over time",
+    return render(fig, "plot-reward-time", "Combined reward over time",
                    "Each point is a rollout; the line is the mean of the last rollouts (is the agent improving?).")
 
 
 # -- rewards ----------------------------------------------------------------------------------
 
 
-@_in_rc
+@in_rc
 def reward_distributions(values: Mapping[str, Sequence[float]], max_names: int = 12) -> Plot | None:
     """One histogram per reward name (small multiples)."""
     names = [n for n in sorted(values) if values[n]][:max_names]
@@ -365,11 +175,11 @@ def reward_distributions(values: Mapping[str, Sequence[float]], max_names: int =
         return None
     cols = min(4, len(names))
     rows = math.ceil(len(names) / cols)
-    fig, axes = _figure(rows, cols, width=WIDE, height=max(2.4, 2.3 * rows + 0.3))
+    fig, axes = new_figure(rows, cols, width=WIDE, height=max(2.4, 2.3 * rows + 0.3))
     for index, name in enumerate(names):
         ax = axes[index // cols][index % cols]
         data = list(values[name])
-        ax.hist(data, bins=_hist_bins(data, 20), color=PALETTE[index % len(PALETTE)], edgecolor="white", linewidth=0.4)
+        ax.hist(data, bins=hist_bins(data, 20), color=PALETTE[index % len(PALETTE)], edgecolor="white", linewidth=0.4)
         mean = sum(data) / len(data)
         ax.axvline(mean, color="#212529", linestyle="--", linewidth=1)
         ax.set_title(f"{short(name, 28)} (n={len(data)}, mean {mean:.3g})", fontsize=9)
@@ -379,22 +189,22 @@ def reward_distributions(values: Mapping[str, Sequence[float]], max_names: int =
     for index in range(len(names), rows * cols):
         axes[index // cols][index % cols].set_visible(False)
     fig.suptitle("Reward distribution per reward name (episode rewards)", fontweight="bold", fontsize=10.5)
-    return _render(fig, "plot-rewards-names", "Reward distribution per reward name",
-                   "Histogram of each reward's episode values (one value per rollout: the latest score of a "
-                   "plugin, the sum of emitted rewards); the dashed line is the mean.")
+    return render(fig, "plot-rewards-names", "Reward distribution per reward name",
+                   "Histogram of each reward's episode values (one value per rollout: its latest episode-level "
+                   "value, from the episode_rewards view); the dashed line is the mean.")
 
 
-@_in_rc
+@in_rc
 def combined_distribution(rewards: Sequence[float]) -> Plot | None:
     """Histogram of the combined reward."""
     if not rewards:
         return None
     import numpy as np
 
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0][0]
     data = list(rewards)
-    ax.hist(data, bins=_hist_bins(data), color=PURPLE, edgecolor="white", linewidth=0.4)
+    ax.hist(data, bins=hist_bins(data), color=PURPLE, edgecolor="white", linewidth=0.4)
     mean, median = float(np.mean(data)), float(np.median(data))
     ax.axvline(mean, color="#212529", linestyle="--", linewidth=1, label=f"mean {mean:.3g}")
     ax.axvline(median, color=ORANGE, linestyle=":", linewidth=1.4, label=f"median {median:.3g}")
@@ -403,11 +213,11 @@ def combined_distribution(rewards: Sequence[float]) -> Plot | None:
     ax.set_ylabel("rollouts")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left")
-    return _render(fig, "plot-rewards-combined", "Combined reward",
+    return render(fig, "plot-rewards-combined", "Combined reward",
                    "The combined reward per rollout: the mean of its reward names' episode values (weight 1 each).")
 
 
-@_in_rc
+@in_rc
 def reward_by_task(tasks: Sequence[Mapping[str, Any]], max_tasks: int = 30) -> Plot | None:
     """Box plot of the combined reward per task, tasks with the most rollouts first."""
     items = [t for t in tasks if t["rewards"]]
@@ -416,14 +226,14 @@ def reward_by_task(tasks: Sequence[Mapping[str, Any]], max_tasks: int = 30) -> P
     items = sorted(items, key=lambda t: (-t["rollouts"], str(t["task_id"])))[:max_tasks]
     items.sort(key=lambda t: str(t["task_id"]))
     height = max(2.6, 0.32 * len(items) + 1.2)
-    fig, axes = _figure(height=height)
+    fig, axes = new_figure(height=height)
     ax = axes[0][0]
     positions = list(range(1, len(items) + 1))
-    _boxplot(ax, [t["rewards"] for t in items], positions=positions, widths=0.6,
+    boxplot(ax, [t["rewards"] for t in items], positions=positions, widths=0.6,
                patch_artist=True, boxprops={"facecolor": "#d0ebff", "edgecolor": BLUE},
                medianprops={"color": "#212529"}, showfliers=False)
     for position, task in zip(positions, items):
-        dots = _thin(task["rewards"], 200)
+        dots = thin(task["rewards"], 200)
         jitter = [position + ((i * 0.37) % 0.5 - 0.25) for i in range(len(dots))]
         ax.scatter(dots, jitter, s=10, color=BLUE, alpha=0.6, zorder=3, linewidths=0)
         ax.scatter([task["mean"]], [position], marker="D", s=22, color=ORANGE, zorder=4)
@@ -432,25 +242,25 @@ def reward_by_task(tasks: Sequence[Mapping[str, Any]], max_tasks: int = 30) -> P
     ax.set_xlabel("combined reward")
     ax.set_ylabel("task")
     ax.invert_yaxis()
-    return _render(fig, "plot-rewards-task", "Combined reward by task",
+    return render(fig, "plot-rewards-task", "Combined reward by task",
                    "Box: quartiles of the rollouts' combined reward per task; dots: rollouts; diamond: mean.")
 
 
-@_in_rc
+@in_rc
 def group_spread(groups: Sequence[Mapping[str, Any]], max_groups: int = 40) -> Plot | None:
     """Per GRPO group: the range (min to max) of the combined reward, its rollouts and mean."""
     everything = [g for g in groups if g["rewards"]]
     if not everything:
         return None
     items = everything[:max_groups]
-    fig, axes = _figure(width=WIDTH, height=HEIGHT + 0.4)
+    fig, axes = new_figure(width=WIDTH, height=HEIGHT + 0.4)
     ax = axes[0][0]
     xs = list(range(len(items)))
     for x, group in zip(xs, items):
         flat = group["spread"] is not None and group["spread"] < 1e-12
         colour = ERROR if flat else BLUE
         ax.vlines(x, group["min"], group["max"], color=colour, linewidth=3, alpha=0.35)
-        dots = _thin(group["rewards"], 60)
+        dots = thin(group["rewards"], 60)
         ax.scatter([x] * len(dots), dots, s=14, color=colour, zorder=3, linewidths=0)
         ax.scatter([x], [group["mean"]], marker="_", s=160, color="#212529", zorder=4)
     every = max(1, math.ceil(len(items) / 20))
@@ -466,7 +276,7 @@ def group_spread(groups: Sequence[Mapping[str, Any]], max_groups: int = 40) -> P
     ax.set_title(f"Reward spread within GRPO groups\n({shown}, {flat_count} with no spread)")
     ax.set_xlabel("group")
     ax.set_ylabel("combined reward")
-    return _render(fig, "plot-rewards-groups", "Reward spread within groups",
+    return render(fig, "plot-rewards-groups", "Reward spread within groups",
                    "Each column is a group: dots are its rollouts, the bar spans min to max, the dash is the mean. "
                    "Red groups have no spread: every rollout got the same reward, so GRPO learns nothing from them.")
 
@@ -474,14 +284,14 @@ def group_spread(groups: Sequence[Mapping[str, Any]], max_groups: int = 40) -> P
 # -- tools and tokens -------------------------------------------------------------------------
 
 
-@_in_rc
+@in_rc
 def tool_calls(tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Sequence[float]], max_tools: int = 25) -> Plot | None:
     """Calls per tool (ok / error, with the error rate) and latency per tool (box plot, ms)."""
     items = list(tools)[:max_tools]
     if not items:
         return None
     height = max(2.4, 0.36 * len(items) + 1.3)
-    fig, axes = _figure(1, 2, width=WIDE, height=height)
+    fig, axes = new_figure(1, 2, width=WIDE, height=height)
     ax = axes[0][0]
     ys = list(range(len(items)))
     ok = [t["calls"] - t["errors"] for t in items]
@@ -502,31 +312,31 @@ def tool_calls(tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Seque
     data = [list(latencies.get(str(t["tool_name"]), [])) or [float("nan")] for t in items]
     finite = [v for values in data for v in values if v == v]
     if finite:
-        _boxplot(ax, data, positions=ys, widths=0.6, patch_artist=True, manage_ticks=False,
+        boxplot(ax, data, positions=ys, widths=0.6, patch_artist=True, manage_ticks=False,
                  showfliers=len(finite) <= 5000, flierprops={"markersize": 3},
                  boxprops={"facecolor": "#d3f9d8", "edgecolor": OK}, medianprops={"color": "#212529"})
         positive = [v for v in finite if v > 0]
         if positive and max(positive) / max(min(positive), 1e-9) > 50:
             ax.set_xscale("log")
     else:
-        _no_data(ax, "no durations")
+        no_data(ax, "no durations")
     ax.set_yticks(ys, labels)
     ax.set_ylim(len(items) - 0.4, -0.6)
     ax.set_title("Tool latency")
     ax.set_xlabel("latency (ms)")
-    return _render(fig, "plot-tools", "Tool calls and latency",
+    return render(fig, "plot-tools", "Tool calls and latency",
                    "Left: calls per tool, ok (green) and failed (red), with the error rate. Right: distribution of "
                    "each tool's call duration (box: quartiles, whiskers: 1.5 IQR, circles: outliers).")
 
 
-@_in_rc
+@in_rc
 def tokens(models: Sequence[Mapping[str, Any]], per_rollout: Sequence[Mapping[str, Any]], max_models: int = 15) -> Plot | None:
     """Tokens by model (stacked input / output) and tokens per rollout (histograms)."""
     items = [m for m in models if (m["input_tokens"] or 0) + (m["output_tokens"] or 0) > 0][:max_models]
     if not items:
         return None
     height = max(2.8, 0.36 * len(items) + 1.5)
-    fig, axes = _figure(1, 2, width=WIDE, height=height)
+    fig, axes = new_figure(1, 2, width=WIDE, height=height)
     ax = axes[0][0]
     ys = list(range(len(items)))
     inputs = [int(m["input_tokens"] or 0) for m in items]
@@ -553,23 +363,23 @@ def tokens(models: Sequence[Mapping[str, Any]], per_rollout: Sequence[Mapping[st
         ax.hist(outs, bins=edges, color=ORANGE, alpha=0.65, label="output")
         ax.legend(loc="upper right")
     else:
-        _no_data(ax)
+        no_data(ax)
     ax.set_title("Tokens per rollout")
     ax.set_xlabel("tokens in the rollout")
     ax.set_ylabel("rollouts")
-    return _render(fig, "plot-tokens", "Token usage",
+    return render(fig, "plot-tokens", "Token usage",
                    "Left: input and output tokens summed per model. Right: tokens per rollout (sum over its LLM calls).")
 
 
 # -- coordination -----------------------------------------------------------------------------
 
 
-@_in_rc
+@in_rc
 def coordination(counts: Sequence[Mapping[str, Any]], rollouts: Sequence[Mapping[str, Any]]) -> Plot | None:
     """Events by type, rounds per rollout, and how many rollouts reached consensus."""
     if not counts:
         return None
-    fig, axes = _figure(1, 3, width=WIDE, gridspec_kw={"width_ratios": [2, 1.5, 1]})
+    fig, axes = new_figure(1, 3, width=WIDE, gridspec_kw={"width_ratios": [2, 1.5, 1]})
     ax = axes[0][0]
     ys = list(range(len(counts)))
     ax.barh(ys, [c["events"] for c in counts], color=PALETTE[: len(counts)] if len(counts) <= len(PALETTE) else BLUE)
@@ -587,7 +397,7 @@ def coordination(counts: Sequence[Mapping[str, Any]], rollouts: Sequence[Mapping
         ax.set_xlim(low - 1, high + 1)
         ax.yaxis.get_major_locator().set_params(integer=True)
     else:
-        _no_data(ax)
+        no_data(ax)
     ax.set_title("Rounds per rollout")
     ax.set_xlabel("rounds")
     ax.set_ylabel("rollouts")
@@ -600,7 +410,7 @@ def coordination(counts: Sequence[Mapping[str, Any]], rollouts: Sequence[Mapping
     ax.set_title("Consensus")
     ax.set_ylabel("rollouts")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    return _render(fig, "plot-coordination", "Coordination",
+    return render(fig, "plot-coordination", "Coordination",
                    "Left: coordination events by type. Middle: rounds per multi-agent rollout (max round + 1, else "
                    "restarts + 1). Right: rollouts where a majority of the last round's votes named the final answerer.")
 
@@ -629,7 +439,7 @@ def training_panels(metrics: Mapping[str, Sequence[tuple[float, float]]]) -> lis
     return panels
 
 
-@_in_rc
+@in_rc
 def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[float, float]]], index: int) -> Plot | None:
     """A training run's loss, reward, KL and log-probability curves by optimizer step."""
     panels = training_panels(metrics)
@@ -637,7 +447,7 @@ def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[fl
         return None
     cols = min(len(panels), 4)
     rows = math.ceil(len(panels) / cols)
-    fig, axes = _figure(rows, cols, width=WIDE, height=2.8 * rows + 0.4)
+    fig, axes = new_figure(rows, cols, width=WIDE, height=2.8 * rows + 0.4)
     for position, (title, label, names) in enumerate(panels):
         ax = axes[position // cols][position % cols]
         for colour_index, name in enumerate(names[:8]):
@@ -653,5 +463,5 @@ def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[fl
         axes[position // cols][position % cols].set_visible(False)
     run_name = f"{run.get('method')} run {str(run.get('run_id'))[:8]}"
     fig.suptitle(f"Training: {short(run_name, 60)}", fontweight="bold", fontsize=10.5)
-    return _render(fig, f"plot-training-{index}", f"Training run {run_name}",
+    return render(fig, f"plot-training-{index}", f"Training run {run_name}",
                    "Metrics logged by the trainer at each optimizer step (training_metrics).")

@@ -5,10 +5,10 @@ Every function takes the connection and ``sel``: the name of a registered table 
 of dicts, or dicts) for :mod:`~agent_rl_plugin.report.plots` and
 :mod:`~agent_rl_plugin.report.html`. Nothing here writes.
 
-The combined reward of a rollout is the rule of the dataset builders and
-``RewardEngine.combine`` with every weight 1: per reward name the latest non-error episode value
-(emitted rewards of one name summed), then the mean over the names the rollout has. Non-finite
-values are left out.
+The combined reward of a rollout is ``rollouts.total_reward``: the rows of the
+``episode_rewards`` view (per reward name the value that counts: the latest usable episode-level
+row) combined by :func:`~agent_rl_plugin.store.views.combined_reward_sql` with every weight 1,
+the mean over the names the rollout has. Non-finite values are left out.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.rewards.coordination_metrics import coordination_summary
+from agent_rl_plugin.store.views import combined_reward_sql
 
 #: Coordination event types: a section on coordination appears when one of these was recorded.
 COORDINATION_TYPES = (sc.EVENT_TYPE_NEW_ANSWER, sc.EVENT_TYPE_VOTE, sc.EVENT_TYPE_RESTART)
@@ -142,15 +144,13 @@ def rollout_times(connection: duckdb.DuckDBPyConnection, sel: str) -> list[dict[
 
 
 def _per_name_cte(sel: str) -> str:
+    """``per_name``: the finite rows of the ``episode_rewards`` view (the one definition of the
+    episode reward) for the selected rollouts."""
     return f"""
         per_name AS (
-            SELECT rollout_id, name,
-                   CASE WHEN bool_and(source = 'emitted') THEN sum(value)
-                        ELSE arg_max(value, created_at) END AS value
-            FROM rewards
-            WHERE step_index IS NULL AND error IS NULL AND value IS NOT NULL AND isfinite(value)
-              AND rollout_id IN (SELECT rollout_id FROM {sel})
-            GROUP BY rollout_id, name
+            SELECT rollout_id, name, value
+            FROM episode_rewards
+            WHERE isfinite(value) AND rollout_id IN (SELECT rollout_id FROM {sel})
         )"""
 
 
@@ -209,7 +209,7 @@ def combined(connection: duckdb.DuckDBPyConnection, sel: str) -> list[dict[str, 
         f"""
         WITH {_per_name_cte(sel)},
         comb AS (
-            SELECT rollout_id, avg(value) AS reward, count(*) AS n_rewards,
+            SELECT rollout_id, {combined_reward_sql(alias="per_name")} AS reward, count(*) AS n_rewards,
                    map_from_entries(list(struct_pack(k := name, v := value) ORDER BY name)) AS per_name
             FROM per_name GROUP BY rollout_id
         )
@@ -348,8 +348,6 @@ def coordination(connection: duckdb.DuckDBPyConnection, sel: str) -> dict[str, A
     """Event counts by type and, per rollout with coordination events, rounds, votes, restarts,
     agents and consensus (the ``coordination`` reward's definitions); ``None`` when no
     new_answer, vote or restart event was recorded in the selection."""
-    from agent_rl_plugin.rewards.builtin.coordination import consensus, count_rounds
-
     types = ", ".join(f"'{t}'" for t in COORDINATION_TYPES)
     present = connection.execute(
         f"SELECT count(*) FROM events WHERE event_type IN ({types}) AND rollout_id IN (SELECT rollout_id FROM {sel})"
@@ -381,22 +379,7 @@ def coordination(connection: duckdb.DuckDBPyConnection, sel: str) -> dict[str, A
                 target=row["target"], index=index,
             )
         )
-    rollouts = []
-    for rollout_id, events in per_rollout.items():
-        verdict, facts = consensus(events)
-        rollouts.append(
-            {
-                "rollout_id": rollout_id,
-                "rounds": count_rounds(events),
-                "votes": sum(1 for e in events if e.event_type == sc.EVENT_TYPE_VOTE),
-                "answers": sum(1 for e in events if e.event_type == sc.EVENT_TYPE_NEW_ANSWER),
-                "restarts": sum(1 for e in events if e.event_type == sc.EVENT_TYPE_RESTART),
-                "agents": len({e.agent_id for e in events if e.agent_id}),
-                "consensus": verdict,
-                "winner": facts.get("winner"),
-                "votes_for_winner": facts.get("votes_for_winner"),
-            }
-        )
+    rollouts = [{"rollout_id": rollout_id, **coordination_summary(events)} for rollout_id, events in per_rollout.items()]
     rollouts.sort(key=lambda r: r["rollout_id"])
     return {"counts": counts, "rollouts": rollouts}
 

@@ -1,8 +1,8 @@
 """Compute advantages over a store and write them to the ``advantages`` table (one ``run_id``).
 
 :func:`compute_advantages` is ``agent-rl advantages compute`` as a function: it reads the
-inputs with SQL (:mod:`agent_rl_plugin.rl.store`), computes them (:mod:`~agent_rl_plugin.rl.grpo`
-or :mod:`~agent_rl_plugin.rl.gigpo`), appends the rows in one transaction and returns an
+inputs with SQL (:mod:`agent_rl_plugin.rl.store`), computes them (the pure :mod:`~agent_rl_plugin.advantages.grpo`
+or :mod:`~agent_rl_plugin.advantages.gigpo`), appends the rows in one transaction and returns an
 :class:`AdvantageRun` with the summary. The same inputs and parameters give the same values;
 ``input_hash`` (over the inputs in a canonical order) shows that two runs had equal inputs.
 """
@@ -20,10 +20,17 @@ import numpy as np
 import pluggy
 import pyarrow as pa
 
-from agent_rl_plugin.store.transaction import arrow_transaction
-from agent_rl_plugin.rl.gigpo import BASELINES, MODES, compute_gigpo
-from agent_rl_plugin.rl.grpo import SCALES, TRL_EPSILON, dr_grpo_advantages, group_summary, grpo_advantages, rloo_advantages
+from agent_rl_plugin.advantages.gigpo import BASELINES, MODES, compute_gigpo
+from agent_rl_plugin.advantages.grpo import (
+    SCALES,
+    TRL_EPSILON,
+    dr_grpo_advantages,
+    group_summary,
+    grpo_advantages,
+    rloo_advantages,
+)
 from agent_rl_plugin.rl.store import AdvantageInputError, episode_rewards, steps_for_gigpo, table_report
+from agent_rl_plugin.store.transaction import arrow_transaction
 
 METHODS = ("grpo", "rloo", "dr_grpo", "gigpo")
 

@@ -9,11 +9,11 @@ Shared rules (``docs/advantages.md`` has the full text):
 
 * the selection is ``where``, an SQL condition over the ``rollouts`` view; the group of a
   rollout is its ``group_id``, else its ``task_id``, else the rollout alone;
-* reward rows count when they have a value and no error; of several rows for the same
-  (rollout, step, name) the latest (``created_at``) counts; ``reward_names`` keeps only those
-  names (default: all);
-* episode rewards (``step_index`` NULL) are combined per rollout by
-  :meth:`agent_rl_plugin.rewards.RewardEngine.combine` (weighted mean over the rewards present);
+* episode rewards are the rows of the ``episode_rewards`` view (its rule: episode-level rows
+  with a value and no error, the latest per rollout and name wins), combined per rollout by
+  :meth:`agent_rl_plugin.rewards.RewardEngine.combine` (weighted mean over the names present:
+  ``rollouts.total_reward`` when every weight is 1); step rewards follow the same rule per
+  (rollout, step, name); ``reward_names`` keeps only those names (default: all);
   step rewards credited to one action are summed, each times its weight;
 * a NaN or infinite reward raises :class:`AdvantageInputError` naming the rollout; rollouts
   without a usable episode reward are left out and listed in the report.
@@ -99,14 +99,20 @@ class _Selection:
         names = self.reward_names
         self.register("_arl_adv_names", pa.table({"name": pa.array(names or [], pa.string())}))
         name_filter = "AND name IN (SELECT name FROM _arl_adv_names)" if names else ""
+        # Episode rows: the episode_rewards view (the one definition of the episode reward);
+        # step rows: the same rule per (rollout, step, name), read from the rewards table.
         self.latest = _arrow(
             self.connection,
-            f"""SELECT rollout_id, step_index, name, value
-                FROM rewards
-                WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel)
-                  AND value IS NOT NULL AND error IS NULL {name_filter}
-                QUALIFY row_number() OVER (PARTITION BY rollout_id, step_index, name
-                                           ORDER BY created_at DESC, reward_id DESC) = 1""",
+            f"""SELECT rollout_id, CAST(NULL AS INTEGER) AS step_index, name, value
+                FROM episode_rewards
+                WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel) {name_filter}
+                UNION ALL
+                (SELECT rollout_id, step_index, name, value
+                 FROM rewards
+                 WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel) AND step_index IS NOT NULL
+                   AND value IS NOT NULL AND error IS NULL {name_filter}
+                 QUALIFY row_number() OVER (PARTITION BY rollout_id, step_index, name
+                                            ORDER BY created_at DESC, reward_id DESC) = 1)""",
         )
         self.register("_arl_adv_latest", self.latest)
         bad = _arrow(

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.store import arrow_columns
 from agent_rl_plugin.store.rows import REWARD_SCHEMA, SPAN_SCHEMA
 
 SPANS_VIEW = "_agent_rl_spans_batch"
@@ -165,7 +166,7 @@ def insert_batch(
     now = utc_now()
     inserted = 0
     has_rewards = rewards is not None and rewards.num_rows > 0
-    connection.register(SPANS_VIEW, spans.append_column(ORDINAL, pa.array(range(spans.num_rows), pa.int64())))
+    connection.register(SPANS_VIEW, spans.append_column(ORDINAL, arrow_columns.column(range(spans.num_rows), pa.int64())))
     if has_rewards:
         connection.register(REWARDS_VIEW, rewards)
     try:

@@ -20,9 +20,9 @@ Contract:
     writes the file, it waits up to ``wait_s`` (default 5 s);
   - when an ``agent-rl serve`` receiver holds the file (announced in ``<db>.serve.json``), a
     cursor of its connection in its own process, and elsewhere, with ``snapshot`` true, a
-    read-only connection to a consistent copy the receiver writes on request (``POST
-    /snapshot``; the copy is unlinked once open, and it costs a full copy of the file:
-    ``agent-rl query`` uses the receiver's ``/query`` instead).
+    read-only connection to a consistent copy the receiver writes on request
+    (:mod:`agent_rl_plugin.store.snapshots`; it costs a full copy of the file: ``agent-rl
+    query`` uses the receiver's ``/query`` instead).
 
 * Failures are :class:`~agent_rl_plugin.store.errors.StoreError`: no file ("no database at
   PATH..."), not a DuckDB file, or :class:`~agent_rl_plugin.store.lease.StoreBusy` (a
@@ -33,6 +33,7 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -48,6 +49,7 @@ from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_onl
 from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
 from agent_rl_plugin.store.opening import open_write_connection
 from agent_rl_plugin.store.reading import overlay_unmerged
+from agent_rl_plugin.store.snapshots import announced_receiver, open_snapshot
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -133,35 +135,6 @@ def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
     return applied
 
 
-def _announced_receiver(path: str) -> bool:
-    """True when an ``agent-rl serve`` of this file announces itself in ``<db>.serve.json``."""
-    if not os.path.exists(path + ".serve.json"):
-        return False
-    from agent_rl_plugin.receiver.client import find_receiver
-
-    return find_receiver(path) is not None
-
-
-def _receiver_snapshot(path: str) -> duckdb.DuckDBPyConnection | None:
-    """A read-only connection to a fresh copy made by the ``agent-rl serve`` holding ``path``,
-    or ``None`` when no receiver of ``path`` runs (or it cannot make one)."""
-    from agent_rl_plugin.receiver.client import find_receiver, request_snapshot
-
-    info = find_receiver(path)
-    if info is None:
-        return None
-    try:
-        copy = request_snapshot(info)
-        connection = duckdb.connect(copy, read_only=True)
-    except (OSError, ValueError, KeyError, duckdb.Error):
-        return None
-    try:
-        os.remove(copy)  # the open connection keeps reading it; nothing is left behind
-    except OSError:
-        pass
-    return connection
-
-
 def open_reader(
     path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True, snapshot: bool = True,
     wait_s: float = READ_WAIT_S,
@@ -182,11 +155,11 @@ def open_reader(
         logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
-    served = snapshot and _announced_receiver(text)  # it holds the file for good: do not wait
+    served = snapshot and announced_receiver(text)  # it holds the file for good: do not wait
     try:
         connection = open_read_only(text, wait_s=0.0 if served else wait_s)
     except StoreLockedError:
-        copy = _receiver_snapshot(text) if snapshot else None
+        copy = open_snapshot(text) if snapshot else None
         if copy is None:
             raise
         return copy
@@ -297,8 +270,6 @@ def parse_tree(sql: str) -> dict | None:
     serialize). Runs on a private in-memory connection with external access disabled; nothing
     is executed."""
     global _parser
-    import json
-
     with _parser_lock:
         if _parser is None:
             _parser = duckdb.connect(

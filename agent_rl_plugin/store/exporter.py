@@ -22,7 +22,9 @@ Contract:
   that cannot take the data (full: ENOSPC; a file-size limit: EFBIG; a quota: EDQUOT; a
   read-only file system: EROFS) is named as such ("cannot write PATH: the disk is full ..."),
   without a traceback; writing resumes by itself once there is room again.
-* An exporter not shut down by its owner is shut down at interpreter exit.
+* An exporter not shut down by its owner is shut down at interpreter exit; one with an upstream
+  flush (:meth:`~DuckDBSpanExporter.set_upstream_flush`: attached by ``configure()``) is left to
+  ``configure()``'s exit handler, which flushes its processor into it first.
 * While alive, the exporter is registered so that :func:`~agent_rl_plugin.store.open_reader`
   in the same process first flushes it (and the span processor in front of it, see
   :meth:`DuckDBSpanExporter.set_upstream_flush`) and so sees every finished span.
@@ -33,7 +35,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import sys
 import threading
 import weakref
 from typing import Any, Callable, Mapping, Sequence
@@ -43,6 +44,8 @@ import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from agent_rl_plugin.plugins import get_plugin_manager
+from agent_rl_plugin.store import arrow_columns
 from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
 from agent_rl_plugin.store.errors import StoreError, storage_problem
 from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
@@ -56,12 +59,12 @@ _live: "weakref.WeakSet[DuckDBSpanExporter]" = weakref.WeakSet()
 
 def _shutdown_at_exit() -> None:
     """Commit and close exporters still open at exit, so no connection is left to the
-    interpreter's teardown. Exporters attached by :func:`agent_rl_plugin.configure` are left to
-    its own exit handler, which first hands them the spans its processors still hold."""
-    tracing = sys.modules.get("agent_rl_plugin.tracing")
-    attached = set(map(id, getattr(getattr(tracing, "STATE", None), "exporters", {}).values()))
+    interpreter's teardown. An exporter with an upstream flush (attached by
+    :func:`agent_rl_plugin.configure`, which calls :meth:`~DuckDBSpanExporter.set_upstream_flush`)
+    is left to configure()'s own exit handler, which first hands it the spans its processor
+    still holds (and shuts it down when it detaches it)."""
     for exporter in list(_live):
-        if id(exporter) not in attached:
+        if exporter._upstream_flush is None:
             exporter.shutdown()
 
 
@@ -71,8 +74,6 @@ atexit.register(_shutdown_at_exit)
 def collect_normalizers(plugin_manager: Any = None) -> list[tuple[str, Normalizer]]:
     """``[(name, normalize), ...]`` from every ``agent_rl_register_normalizers`` hook, in order."""
     if plugin_manager is None:
-        from agent_rl_plugin.plugins import get_plugin_manager
-
         plugin_manager = get_plugin_manager()
     found: list[tuple[str, Normalizer]] = []
 
@@ -88,16 +89,17 @@ _arrow_warm = False
 
 
 def warm_arrow() -> None:
-    """Build one Arrow array on the calling thread, once per process. pyarrow imports pandas
-    (when installed) on its first conversion; left to the export thread, that import competes
-    with a busy agent for the GIL and took seconds under load, long enough for the span queue
-    to fill and spans to be dropped. Done here, in ``configure()``, it costs ~0.2 s once."""
+    """Build one small Arrow table on the calling thread, once per process, so the export
+    thread's first batch pays no first-use cost while a busy agent holds the GIL. The store builds
+    its columns with :mod:`agent_rl_plugin.store.arrow_columns`, which never makes pyarrow import
+    pandas (``pyarrow.array`` does, ~0.3 s on its first call: left to the export thread under load,
+    that import once took long enough for the span queue to fill)."""
     global _arrow_warm
     if _arrow_warm:
         return
     _arrow_warm = True
     try:
-        pa.array([0], type=pa.int64())
+        arrow_columns.table([[0], ["warm"]], pa.schema([("n", pa.int64()), ("s", pa.string())]))
     except Exception:  # pragma: no cover - pyarrow broken: the writer reports it later
         pass
 

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from agent_rl_plugin.store.liveness import pid_alive
 from agent_rl_plugin.store.spool import remove_spool_if_empty
 
 _lock = threading.Lock()
@@ -104,7 +105,7 @@ def remove_stale_notes(db_path: str | os.PathLike[str]) -> int:
     removed = 0
     for entry in entries:
         pid_text = entry.split(".", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:
             os.remove(os.path.join(folder, entry))
@@ -114,19 +115,9 @@ def remove_stale_notes(db_path: str | os.PathLike[str]) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def describe_holder(db_path: str | os.PathLike[str], pid: int | None) -> str | None:
     """``"agent-rl score, for 12 s"`` from the note of process ``pid``, or ``None``."""
-    if pid is None or not _alive(pid):
+    if pid is None or not pid_alive(pid):
         return None
     try:
         with open(_note_path(os.fspath(db_path), pid)) as handle:

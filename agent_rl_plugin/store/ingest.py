@@ -1,40 +1,35 @@
-"""Loading spans from files: OTLP/JSON lines and the Parquet of ``agent-rl export parquet``.
+"""Writing loaded spans into the store without duplicates; loading the Parquet of ``agent-rl
+export parquet``. The OTLP/JSON side (decoding, then writing here) and the entry point
+:func:`~agent_rl_plugin.receiver.ingest.ingest_paths` are in :mod:`agent_rl_plugin.receiver.ingest`.
 
 Contract:
 
-* :func:`ingest_paths` loads every file named (directories are searched recursively for
-  ``*.parquet``, ``*.json``, ``*.jsonl``, ``*.ndjson`` and those with ``.gz``) into the database
-  and returns an :class:`IngestReport`.
-* **Idempotent by (trace_id, span_id)**: a span already in ``spans`` (or seen earlier in the
-  same batch) is skipped and counted in ``duplicates``; ingesting the same files twice adds
-  nothing. Rewards carried by ``gen_ai.evaluation.result`` events are added with their spans
+* :func:`find_files` lists the files to load: each path itself, or the files under a directory
+  (recursively, sorted) ending in ``.parquet`` or one of :data:`JSON_SUFFIXES`.
+* **Idempotent by (trace_id, span_id)**: :func:`insert_new_spans` and :func:`ingest_parquet`
+  skip a span already in ``spans`` (or seen earlier in the same batch) and count it as a
+  duplicate; rewards carried by ``gen_ai.evaluation.result`` events are added with their spans
   (their ids are derived from trace, span and event position, so they are never doubled).
-* OTLP/JSON lines (what the OpenTelemetry Collector's ``file`` exporter writes): one
-  ``ExportTraceServiceRequest`` per line, hex ids. Spans go through the same decoding as
-  ``agent-rl serve`` and the store's own row conversion. A line that does not decode is
-  reported in ``errors`` (file, 1-based line number, message) and skipped; the rest lands.
-* Parquet (files or ``date=.../service=...`` folders): the ``spans`` columns present in the
-  file are inserted as they are (``ingested_at`` is set anew); emitted rewards are rebuilt from
-  the events. An unreadable file is one error entry (line ``None``).
-* Each batch is one transaction. ``progress(n_bytes)`` is called as input is consumed.
+* :func:`ingest_parquet` loads one Parquet file (or ``date=.../service=...`` part): the ``spans``
+  columns present in the file are inserted as they are (``ingested_at`` is set anew); emitted
+  rewards are rebuilt from the events. An unreadable file is one error entry (line ``None``) in
+  the :class:`IngestReport`.
+* Each batch is one transaction.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin import semconv as sc
-from agent_rl_plugin.store.batch import insert_batch
-from agent_rl_plugin.store.connection import connect_writer
+from agent_rl_plugin.store.batch import INSERT_REWARDS_SQL, REWARDS_VIEW, insert_batch
 from agent_rl_plugin.store.rows import SPAN_SCHEMA, SpanBatch, SpanConverter, rewards_to_table
 
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
@@ -43,7 +38,8 @@ Progress = Callable[[int], None]
 
 @dataclass
 class IngestReport:
-    """What :func:`ingest_paths` did; :meth:`as_dict` is the ``--json`` summary."""
+    """What :func:`~agent_rl_plugin.receiver.ingest.ingest_paths` did; :meth:`as_dict` is the
+    ``--json`` summary."""
 
     files: int = 0
     spans_read: int = 0
@@ -53,6 +49,7 @@ class IngestReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
+        """The counts and errors as plain JSON-ready values."""
         return {
             "files": self.files,
             "spans_read": self.spans_read,
@@ -124,80 +121,15 @@ def _new_rewards(connection: duckdb.DuckDBPyConnection, rewards: pa.Table | None
     return kept.cast(rewards.schema) if kept.num_rows else None
 
 
-# --- OTLP/JSON lines ----------------------------------------------------------------------
-def _open_text(path: str) -> tuple[io.TextIOBase, Any]:
-    raw = open(path, "rb")
-    stream = gzip.open(raw, "rt", encoding="utf-8") if path.endswith(".gz") else io.TextIOWrapper(raw, encoding="utf-8")
-    return stream, raw
-
-
-def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> Iterator[tuple[int, Any]]:
-    """(line number, spans) per decodable line; errors go to ``report``."""
-    from agent_rl_plugin.receiver.decode import DecodeError, request_from_json, spans_from_request
-
-    stream, raw = _open_text(path)
-    position = 0
-    with stream, raw:
-        number = 0
-        while True:
-            try:
-                line = stream.readline()
-            except (UnicodeDecodeError, OSError, EOFError) as exc:
-                report.errors.append({"file": path, "line": number + 1, "error": f"unreadable: {exc}"})
-                break
-            if not line:
-                break
-            number += 1
-            if progress is not None:
-                now = raw.tell()
-                progress(now - position)
-                position = now
-            if not line.strip():
-                continue
-            try:
-                spans, invalid = spans_from_request(request_from_json(line))
-            except DecodeError as exc:
-                report.errors.append({"file": path, "line": number, "error": str(exc)})
-                continue
-            except Exception as exc:  # never let one line stop the file
-                report.errors.append({"file": path, "line": number, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            if invalid:
-                report.spans_read += invalid
-                message = f"{invalid} spans with invalid ids skipped"
-                report.errors.append({"file": path, "line": number, "error": message})
-            yield number, spans
-
-
-def _ingest_json(connection: duckdb.DuckDBPyConnection, path: str, converter: SpanConverter,
-                 report: IngestReport, progress: Progress | None, batch_spans: int) -> None:
-    pending: list[Any] = []
-
-    def write() -> None:
-        batch = converter.convert(pending)
-        if batch.failed:
-            report.errors.append({"file": path, "line": None, "error": f"{batch.failed} spans could not be converted"})
-        inserted, duplicates, rewards = insert_new_spans(connection, batch)
-        report.inserted += inserted
-        report.duplicates += duplicates
-        report.rewards_inserted += rewards
-        pending.clear()
-
-    for _, spans in _json_lines(path, report, progress):
-        report.spans_read += len(spans)
-        pending.extend(spans)
-        if len(pending) >= batch_spans:
-            write()
-    if pending:
-        write()
-
-
 # --- Parquet ------------------------------------------------------------------------------
 def _spans_columns(connection: duckdb.DuckDBPyConnection) -> list[str]:
     return [row[0] for row in connection.execute("DESCRIBE spans").fetchall()]
 
 
-def _ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: IngestReport) -> None:
+def ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: IngestReport) -> None:
+    """Insert the new spans of the Parquet file ``path`` (and the rewards of their evaluation
+    events) in one transaction on ``connection``, counting into ``report`` (see the module
+    contract); a file DuckDB cannot read is an error entry, not an exception."""
     source = f"read_parquet({_quote(path)}, hive_partitioning = false)"
     try:
         available = {row[0] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
@@ -253,8 +185,6 @@ def _ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: In
 def insert_rewards_only(connection: duckdb.DuckDBPyConnection, rewards: pa.Table) -> None:
     """Insert reward rows (:data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`) inside the caller's
     transaction."""
-    from agent_rl_plugin.store.batch import INSERT_REWARDS_SQL, REWARDS_VIEW
-
     connection.register(REWARDS_VIEW, rewards)
     try:
         connection.execute(INSERT_REWARDS_SQL, [_now()])
@@ -290,47 +220,3 @@ def _quote(text: str) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-# --- entry point --------------------------------------------------------------------------
-def ingest_paths(
-    db: str | os.PathLike[str],
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    progress: Progress | None = None,
-    batch_spans: int = 20_000,
-    normalizers: Any = None,
-    max_attribute_size: int | None = 32_768,
-    transform: Any = None,
-) -> IngestReport:
-    """Load ``paths`` into ``db`` (see the module contract). OTLP/JSON spans go through
-    ``transform`` (default: the ``AGENT_RL_*`` config's, so secrets are redacted as when
-    recorded); Parquet exports of a store are copied as they are (redacted when recorded)."""
-    files = find_files(paths)
-    report = IngestReport()
-    if normalizers is None:
-        from agent_rl_plugin.store.exporter import collect_normalizers
-
-        normalizers = collect_normalizers()
-    if transform is None:
-        from agent_rl_plugin.config import RLConfig
-        from agent_rl_plugin.transform import make_attribute_transform
-
-        transform = make_attribute_transform(RLConfig.from_env())
-    converter = SpanConverter(transform=transform, normalizers=normalizers, max_attribute_size=max_attribute_size)
-    connection = connect_writer(db)
-    try:
-        for path in files:
-            if not os.path.isfile(path):
-                report.errors.append({"file": path, "line": None, "error": "no such file"})
-                continue
-            report.files += 1
-            if path.endswith(".parquet"):
-                _ingest_parquet(connection, path, report)
-                if progress is not None:
-                    progress(os.path.getsize(path))
-            else:
-                _ingest_json(connection, path, converter, report, progress, batch_spans)
-    finally:
-        connection.close()
-    return report

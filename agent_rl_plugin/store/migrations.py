@@ -21,7 +21,7 @@ from typing import Callable, Sequence, Union
 
 import duckdb
 
-from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2
+from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2, VIEWS_V3
 
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
@@ -325,6 +325,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0007_training_runs", "Tables training_runs and training_metrics: training runs and their logged metrics.", TRAINING_RUNS_SQL),
     Migration("0008_segment_ledger", "Table _agent_rl_segments: the spool segments merged into this file.", SEGMENT_LEDGER_SQL),
+    Migration(
+        "0009_episode_rewards",
+        "View episode_rewards (the one definition of the episode reward); rollouts.total_reward reads it.",
+        ";\n".join(VIEWS_V3.values()) + ";",
+    ),
 )
 
 _lock = threading.Lock()

@@ -49,6 +49,7 @@ from opentelemetry.sdk.util import BoundedList
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.serialize import truncate
+from agent_rl_plugin.store import arrow_columns
 from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
 from agent_rl_plugin.store.validation import (
     DROPPED_ATTRIBUTES, MAX_SPAN_ATTRIBUTES_SIZE, InvalidSpan, cap_attributes, check_ids, fix_times,
@@ -431,10 +432,7 @@ def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
     """An Arrow table with :data:`SPAN_SCHEMA` from row tuples (transposed in one pass)."""
     if not rows:
         return SPAN_SCHEMA.empty_table()
-    columns = list(zip(*rows))
-    return pa.Table.from_arrays(
-        [pa.array(column, type=f.type) for column, f in zip(columns, SPAN_SCHEMA)], schema=SPAN_SCHEMA
-    )
+    return arrow_columns.table(zip(*rows), SPAN_SCHEMA)
 
 
 #: What Arrow raises for a row it cannot hold (bad text, an integer beyond int64, a wrong type).
@@ -463,4 +461,4 @@ def rewards_to_table(rows: list[dict[str, Any]]) -> pa.Table | None:
     """An Arrow table with :data:`REWARD_SCHEMA`, or ``None`` for no rows."""
     if not rows:
         return None
-    return pa.Table.from_pylist(rows, schema=REWARD_SCHEMA)
+    return arrow_columns.table(([row.get(f.name) for row in rows] for f in REWARD_SCHEMA), REWARD_SCHEMA)

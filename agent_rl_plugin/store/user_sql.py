@@ -42,9 +42,11 @@ from typing import Any, Callable
 import duckdb
 import pyarrow as pa
 
-from agent_rl_plugin.store.connection import is_read_only_sql, parse_tree, sql_words
+from agent_rl_plugin.store.connection import is_read_only_sql, open_reader, parse_tree, sql_words
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
 from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait
+from agent_rl_plugin.store.reading import overlay_unmerged
+from agent_rl_plugin.store.spool import list_segments, spool_dir
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -225,9 +227,6 @@ def open_locked(path: str | os.PathLike[str], *, memory_limit: str = DEFAULT_MEM
                                 config=dict(config, memory_limit=memory_limit, threads=threads))
     try:
         if spool_of is not None:
-            from agent_rl_plugin.store.reading import overlay_unmerged
-            from agent_rl_plugin.store.spool import list_segments, spool_dir
-
             if list_segments(spool_of):
                 folder = spool_dir(spool_of).replace("'", "''")
                 connection.execute(f"SET allowed_directories = ['{folder}']")
@@ -330,8 +329,6 @@ def run_user_query(
     :func:`~agent_rl_plugin.store.connection.open_reader`. Raises :class:`UserSqlError`
     (refused, failed, timed out) or :class:`~agent_rl_plugin.store.errors.StoreError` (no
     database, locked by another process for ``wait_s``)."""
-    from agent_rl_plugin.store.connection import open_reader
-
     check_user_sql(sql)
     path = os.fspath(db_path)
     open_reader(path, snapshot=False, wait_s=wait_s).close()

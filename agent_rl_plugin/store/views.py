@@ -14,6 +14,9 @@ Contract:
 * ``status`` is ``'ok'``, ``'error'`` or (rollouts, agents) ``'cancelled'``; ``error`` is the
   status message, else ``error.type``, and is ``NULL`` unless the status is not ``'ok'``.
 * Timestamps are UTC ``TIMESTAMP`` (microseconds); ``duration_ms`` is ``DOUBLE``.
+* The episode reward has one definition, the ``episode_rewards`` view (:data:`EPISODE_REWARDS_V1`
+  states its rule); ``rollouts.total_reward`` and every reader of episode rewards (advantages,
+  datasets, reports, the CLI) go through it, with :func:`combined_reward_sql` combining names.
 """
 
 from __future__ import annotations
@@ -293,6 +296,54 @@ ROLLOUTS_V2 = ROLLOUTS_V1.replace(
 )
 assert ROLLOUTS_V2 != ROLLOUTS_V1
 
+# The one definition of the episode reward (view ``episode_rewards``, migration
+# ``0009_episode_rewards``): one row per (rollout, reward name) holding the value that counts.
+# Rule: only episode-level rows (``step_index IS NULL``) with a value and no error; of several
+# rows for the same rollout and name, whatever their source (emitted, code, llm, human), the
+# latest ``created_at`` wins (then the larger ``reward_id``): a re-emission or a re-scoring
+# replaces the earlier value, it does not add to it. NaN and infinite values are kept, so the
+# readers that must refuse them (advantages, datasets) can name the rollout.
+EPISODE_REWARDS_V1 = """CREATE OR REPLACE VIEW episode_rewards AS
+SELECT
+    rollout_id,
+    name,
+    value,
+    source,
+    plugin,
+    created_at,
+    CAST(count(*) OVER (PARTITION BY rollout_id, name) AS INTEGER) AS n_recorded,
+    reward_id
+FROM rewards
+WHERE step_index IS NULL AND value IS NOT NULL AND error IS NULL AND rollout_id IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY rollout_id, name ORDER BY created_at DESC, reward_id DESC) = 1"""
+
+def combined_reward_sql(weight_sql: str = "1.0", alias: str = "e") -> str:
+    """SQL aggregate of the combined episode reward over ``episode_rewards`` rows aliased
+    ``alias``, each weighted by the SQL expression ``weight_sql`` (e.g. ``coalesce(w.weight,
+    1.0)``): ``sum(w * value) / sum(w)``, ``NULL`` when the weights sum to 0. With every weight
+    1 it is the mean over names, which is ``rollouts.total_reward``."""
+    return f"sum({weight_sql} * {alias}.value) / nullif(sum({weight_sql}), 0)"
+
+
+# Version 3 of ``rollouts`` (migration ``0009_episode_rewards``): ``total_reward`` is the
+# episode reward read from ``episode_rewards`` (the mean over reward names of each name's value
+# that counts), no longer the sum of every emitted row (which double-counted a re-emitted name,
+# counted step rewards and ignored plugin scores).
+ROLLOUTS_V3 = ROLLOUTS_V2.replace(
+    """emitted AS (
+    SELECT rollout_id, sum(value) AS total_reward
+    FROM rewards
+    WHERE source = 'emitted'
+    GROUP BY rollout_id
+)""",
+    f"""emitted AS (
+    SELECT e.rollout_id, {combined_reward_sql()} AS total_reward
+    FROM episode_rewards e
+    GROUP BY e.rollout_id
+)""",
+)
+assert ROLLOUTS_V3 != ROLLOUTS_V2
+
 #: Views created by migration ``0003_views_v1``, in creation order (later ones read earlier ones).
 VIEWS_V1: dict[str, str] = {
     "llm_calls": LLM_CALLS_V1,
@@ -306,17 +357,22 @@ VIEWS_V1: dict[str, str] = {
 #: The SQL in force for each view: later versions (``VIEWS_V2``...) are merged in on top.
 VIEWS_V2: dict[str, str] = {"rollouts": ROLLOUTS_V2}
 
-CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2}
+#: Views created or replaced by migration ``0009_episode_rewards``, in creation order.
+VIEWS_V3: dict[str, str] = {"episode_rewards": EPISODE_REWARDS_V1, "rollouts": ROLLOUTS_V3}
+
+CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2, **VIEWS_V3}
 
 #: The public views, in the order the schema documentation lists them.
-VIEW_NAMES: tuple[str, ...] = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "agents")
+VIEW_NAMES: tuple[str, ...] = (
+    "rollouts", "episode_rewards", "steps", "llm_calls", "tool_calls", "events", "agents"
+)
 
 #: What each view holds and what its columns mean (used by ``docs/schema.md``; not SQL, so
 #: editable at any time). Columns not listed here are shown without a description.
 VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     "rollouts": (
-        "One row per rollout (episode): its root span, counts over its spans, and the sum of the "
-        "rewards the agent emitted. A parentless span of another framework with "
+        "One row per rollout (episode): its root span, counts over its spans, and its episode "
+        "reward (see episode_rewards). A parentless span of another framework with "
         "gen_ai.operation.name and no rollout id is a rollout too (rollout_id = its trace id).",
         {
             "name": "Root span name ('rollout t1', 'invoke_agent planner', ...).",
@@ -332,8 +388,27 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "n_tool_errors": "Tool calls with status error.",
             "input_tokens": "Sum of gen_ai.usage.input_tokens over LLM calls (0 when none).",
             "output_tokens": "Sum of gen_ai.usage.output_tokens over LLM calls.",
-            "total_reward": "Sum of emitted reward values (rewards.source = 'emitted'); NULL when none.",
+            "total_reward": "The episode reward: the mean, over reward names, of the value that counts "
+            "for each name (episode_rewards); NULL when the rollout has no episode-level reward.",
             "root_span_id": "span_id of the root span.",
+        },
+    ),
+    "episode_rewards": (
+        "The one definition of the episode reward: one row per (rollout, reward name) with the value "
+        "that counts. Only episode-level rewards (step_index NULL) with a value and no error; of "
+        "several rows for one rollout and name, whatever their source, the latest (created_at, then "
+        "reward_id) wins: a re-emission or re-scoring replaces, it does not add. Step rewards are "
+        "never part of it. A rollout's episode reward is sum(w * value) / sum(w) over its names: "
+        "rollouts.total_reward with every weight 1; advantages, datasets and reports apply the "
+        "reward names and weights they are given on top of these rows.",
+        {
+            "name": "Reward name.",
+            "value": "The value that counts (the latest usable row's); NaN or infinite values are kept.",
+            "source": "emitted, code, llm or human: the source of that row.",
+            "plugin": "Reward plugin of that row, NULL for emitted rewards.",
+            "created_at": "When that row was produced, UTC.",
+            "n_recorded": "How many usable episode-level rows the rollout has for this name (1: never replaced).",
+            "reward_id": "rewards.reward_id of that row.",
         },
     ),
     "steps": (

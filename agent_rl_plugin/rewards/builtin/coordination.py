@@ -1,13 +1,15 @@
-"""``coordination``: how well a multi-agent run coordinated (rounds, consensus, answer, tokens)."""
+"""``coordination``: how well a multi-agent run coordinated (rounds, consensus, answer, tokens).
+
+Rounds and consensus are defined in :mod:`agent_rl_plugin.rewards.coordination_metrics`
+(``count_rounds``, ``last_round_votes`` and ``consensus`` stay importable from here)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.rewards.base import RewardPlugin
 from agent_rl_plugin.rewards.builtin._util import check_number, references
 from agent_rl_plugin.rewards.builtin.answer_quality import AnswerQuality
+from agent_rl_plugin.rewards.coordination_metrics import consensus, count_rounds, last_round_votes
 from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout, Step
 
@@ -27,50 +29,6 @@ def is_multi_agent(rollout: Rollout) -> bool:
     if rollout.metadata.get("multi_agent") or rollout.task_metadata.get("multi_agent"):
         return True
     return len({s.agent_id for s in coordination_events(rollout) if s.agent_id}) >= 2
-
-
-def count_rounds(events: list[Step]) -> int:
-    """max(event round) + 1 when any event carries a round, else restarts + 1."""
-    rounds = [s.round for s in events if s.round is not None]
-    if rounds:
-        return max(rounds) + 1
-    return sum(1 for s in events if s.event_type == sc.EVENT_TYPE_RESTART) + 1
-
-
-def last_round_votes(events: list[Step]) -> list[Step]:
-    """Votes of the last voting round, one per agent (its latest vote).
-
-    The last round is the highest round among votes that carry one; when no vote has a round,
-    it is the votes after the last restart event (all votes when there was no restart).
-    """
-    votes = [s for s in events if s.event_type == sc.EVENT_TYPE_VOTE]
-    with_round = [s.round for s in votes if s.round is not None]
-    if with_round:
-        last = max(with_round)
-        votes = [s for s in votes if s.round == last]
-    else:
-        restarts = [s.index for s in events if s.event_type == sc.EVENT_TYPE_RESTART]
-        if restarts:
-            votes = [s for s in votes if s.index > max(restarts)]
-    latest: dict[Any, Step] = {}
-    for position, vote in enumerate(votes):
-        latest[vote.agent_id if vote.agent_id else ("anonymous", position)] = vote
-    return list(latest.values())
-
-
-def consensus(events: list[Step]) -> tuple[bool, dict[str, Any]]:
-    """Consensus: a final_answer event exists, and strictly more than half of the last round's
-    votes name (``target``) the agent that gave it (the final_answer's ``agent_id``, else its
-    ``target``). No votes means no consensus. Returns the verdict and its facts."""
-    finals = [s for s in events if s.event_type == sc.EVENT_TYPE_FINAL_ANSWER]
-    votes = last_round_votes(events)
-    facts: dict[str, Any] = {"has_final_answer": bool(finals), "last_round_votes": len(votes)}
-    if not finals:
-        return False, facts
-    winner = finals[-1].agent_id or finals[-1].target
-    in_favour = sum(1 for v in votes if winner and v.target == winner)
-    facts.update(winner=winner, votes_for_winner=in_favour)
-    return bool(votes) and in_favour * 2 > len(votes), facts
 
 
 class Coordination(RewardPlugin):
@@ -175,3 +133,14 @@ class Coordination(RewardPlugin):
                 **facts,
             },
         )
+
+
+__all__ = [
+    "COORDINATION_EVENTS",
+    "Coordination",
+    "consensus",
+    "coordination_events",
+    "count_rounds",
+    "is_multi_agent",
+    "last_round_votes",
+]

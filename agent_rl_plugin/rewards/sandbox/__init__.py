@@ -76,10 +76,11 @@ still buffered in the process when it is killed is lost.
 
 The package, one job per module: :mod:`.run` (:func:`run_python`: arguments, network mechanism),
 :mod:`.runtime` (probing the interpreter and the namespaces once per process,
-:func:`sandbox_info`), :mod:`.process` (one run: start, read, kill, reap, report),
-:mod:`.streams` (capped output, reading the pipes), :mod:`.workdirs` (working directories and
-:func:`sweep_stale_workdirs`), :mod:`.launcher_script` (the child side, run as a script, never
-imported), :mod:`.result` and :mod:`.settings`.
+:func:`sandbox_info`), :mod:`.isolation` (the interpreter and namespaces chosen),
+:mod:`.process` (one run: start, read, kill, reap, report), :mod:`.streams` (capped output,
+reading the pipes), :mod:`.workdirs` (working directories and :func:`sweep_stale_workdirs`),
+:mod:`.launcher_script` (the child side, run as a script, never imported), :mod:`.result` and
+:mod:`.settings`.
 """
 
 from __future__ import annotations

@@ -20,15 +20,12 @@ import tempfile
 import time
 from dataclasses import replace
 from importlib import resources
-from typing import TYPE_CHECKING
 
+from .isolation import _Runtime
 from .result import SandboxError, SandboxResult
 from .settings import MAX_OPEN_FILES, SCRATCH_DIRS, SCRATCH_MB, _GRACE_S, _REAP_S, _SYSTEM_PATH, _Limits
 from .streams import _Capped, _Reader
 from .workdirs import _WORKDIR_PREFIX, _workdir_base
-
-if TYPE_CHECKING:
-    from .runtime import _Runtime
 
 #: The child's program, run as ``python -I -S -B -c _LAUNCHER <config json>``.
 _LAUNCHER = resources.files(__package__).joinpath("launcher_script.py").read_text(encoding="utf-8")

@@ -11,48 +11,12 @@ import os
 import shutil
 import sys
 import threading
-from dataclasses import dataclass
 
+from .isolation import _Runtime
 from .process import _execute
 from .result import SandboxError
 from .settings import PYTHON_CANDIDATES, SANDBOX_GID, SANDBOX_UID, _Limits
 from .workdirs import sweep_stale_workdirs
-
-
-@dataclass(frozen=True)
-class _Runtime:
-    python: str
-    unshare: str | None
-    namespaces: tuple[str, ...]  # of "user", "net", "pid", "mount"
-    uid: int | None
-    gid: int | None
-
-    def command(self, isolate_network: bool) -> list[str]:
-        if self.unshare is None:
-            return []
-        flags: list[str] = []
-        if "net" in self.namespaces and isolate_network:
-            flags.append("--net")
-        if "pid" in self.namespaces:
-            flags += ["--pid", "--fork", "--kill-child", "--mount-proc"]
-        if not flags:
-            return []
-        if "user" in self.namespaces:
-            flags = ["--user", "--map-root-user", *flags]
-        return [self.unshare, *flags, "--"]
-
-    def describe(self, isolate_network: bool) -> dict:
-        used = set(self.namespaces) if self.command(isolate_network) else set()
-        if not isolate_network:
-            used.discard("net")
-        return {
-            "python": self.python,
-            "namespaces": sorted(used - {"user"}),
-            "user_namespace": "user" in used,
-            "uid": self.uid,
-            "gid": self.gid,
-        }
-
 
 _RUNTIMES: dict[str | None, _Runtime] = {}
 _RUNTIME_ERRORS: dict[str | None, str] = {}

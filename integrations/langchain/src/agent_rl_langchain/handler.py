@@ -52,22 +52,22 @@ from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from agent_rl_plugin import semconv as sc
-from agent_rl_plugin import tracing
-from agent_rl_plugin.ids import new_id
-from agent_rl_plugin.instrumentation import context as rl_context
-from agent_rl_plugin.instrumentation.calls import is_suppressed
-from agent_rl_plugin.instrumentation.recording import record_event
-from agent_rl_plugin.instrumentation.spans import (
+from agent_rl_plugin import integration as rl
+from agent_rl_plugin.integration import (
+    RolloutInfo,
     capture_content,
     end_span,
+    is_recording,
     log_failure,
+    new_id,
     record_error,
     record_error_text,
+    record_event,
     set_attributes,
     to_attr,
     to_json_text,
 )
+from agent_rl_plugin.integration import semconv as sc
 
 from agent_rl_langchain import convert
 
@@ -93,7 +93,7 @@ class _Run:
     name: str
     span: trace.Span
     ctx: otel_context.Context
-    rollout: rl_context.RolloutInfo | None
+    rollout: RolloutInfo | None
     parent: "_Run | None"
     root: "_Run"  # the outermost recorded run of this tree (itself for a root)
     node: str | None = None
@@ -102,7 +102,7 @@ class _Run:
     attached: otel_context.Context | None = None  # the context value it made current
     previous: otel_context.Context | None = None
     set_rollout: bool = False
-    previous_rollout: rl_context.RolloutInfo | None = None
+    previous_rollout: RolloutInfo | None = None
     seen_commands: set[int] = field(default_factory=set)  # roots: Commands already recorded
     ended: bool = False
 
@@ -118,17 +118,6 @@ class _Run:
                 return run.name
             run = run.parent
         return None
-
-
-def _recording() -> bool:
-    if not tracing.STATE.enabled or is_suppressed():
-        return False
-    try:
-        tracing.get_tracer()
-    except Exception:
-        log_failure("configuring tracing")
-        return False
-    return tracing.is_enabled()
 
 
 def _langgraph_attributes(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -241,18 +230,17 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
             implicit = False
         else:
             parent_ctx = otel_context.get_current()
-            rollout = rl_context.current_rollout()
+            rollout = rl.current_rollout()
             implicit = rollout is None and kind == "agent"
             if implicit:
-                rollout = rl_context.RolloutInfo(name=name, implicit=True)
+                rollout = RolloutInfo(name=name, implicit=True)
                 attributes[sc.ROLLOUT_ROOT] = True
                 attributes.update(rollout.attributes)
-        token = rl_context.set_current(rollout)  # the processor stamps this rollout's ids
+        token = rl.set_current_rollout(rollout)  # the processor stamps this rollout's ids
         try:
-            span = tracing.get_tracer().start_span(span_name, context=parent_ctx, attributes=attributes,
-                                                   start_time=start_time)
+            span = rl.start_span(span_name, attributes=attributes, context=parent_ctx, start_time=start_time)
         finally:
-            rl_context.reset_current(token)
+            rl.reset_current_rollout(token)
         ctx = trace.set_span_in_context(span, parent_ctx)
         run = _Run(kind=kind, name=name, span=span, ctx=ctx, rollout=rollout, parent=parent,
                    root=None, node=(metadata or {}).get("langgraph_node"), implicit=implicit,  # type: ignore[arg-type]
@@ -263,7 +251,7 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
         if enter:
             self._enter(run)
         if implicit:
-            rl_context.fire_rollout_start(rollout)  # type: ignore[arg-type]
+            rl.fire_rollout_start(rollout)  # type: ignore[arg-type]
         return run
 
     def _langchain_parent(self) -> _Run | None:
@@ -301,11 +289,11 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
             with self._lock:
                 self._attached[id(run.attached)] = run
             otel_context.attach(run.attached)
-            current = rl_context.current_rollout()
+            current = rl.current_rollout()
             if run.rollout is not None and current is not run.rollout:
                 run.previous_rollout = current
                 run.set_rollout = True
-                rl_context.set_current(run.rollout)
+                rl.set_current_rollout(run.rollout)
         except Exception:
             log_failure("entering a LangChain run's context")
 
@@ -315,8 +303,8 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
         try:
             if run.attached is not None and otel_context.get_current() is run.attached:
                 otel_context.attach(run.previous)  # type: ignore[arg-type]
-            if run.set_rollout and rl_context.current_rollout() is run.rollout:
-                rl_context.set_current(run.previous_rollout)
+            if run.set_rollout and rl.current_rollout() is run.rollout:
+                rl.set_current_rollout(run.previous_rollout)
         except Exception:
             log_failure("leaving a LangChain run's context")
 
@@ -348,7 +336,7 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
             if run.root is run:
                 self._end_leftovers(run)
             if run.implicit and run.rollout is not None:
-                rl_context.fire_rollout_end(run.rollout, rl_context.rollout_status(error), error)
+                rl.fire_rollout_end(run.rollout, rl.rollout_status(error), error)
         except Exception:
             log_failure("finishing a LangChain run")
         finally:
@@ -372,17 +360,17 @@ class AgentRLCallbackHandler(BaseCallbackHandler):
             end_span(run.span)
 
     def _active(self) -> bool:
-        return self.enable_rl and _recording()
+        return self.enable_rl and is_recording()
 
     # --- events ------------------------------------------------------------------------------
     def _event(self, run: _Run, event_type: str, **fields: Any) -> None:
         """``arl.record_event`` on the run's span, in its rollout."""
         token = otel_context.attach(run.ctx)
-        rollout_token = rl_context.set_current(run.rollout)
+        rollout_token = rl.set_current_rollout(run.rollout)
         try:
             record_event(event_type, **fields)
         finally:
-            rl_context.reset_current(rollout_token)
+            rl.reset_current_rollout(rollout_token)
             otel_context.detach(token)
 
     def _handoffs(self, run: _Run, output: Any, via: str, node: str | None = None) -> None:

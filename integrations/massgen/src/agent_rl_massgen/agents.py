@@ -26,8 +26,13 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from agent_rl_plugin.instrumentation import RLAgentMixin, RLOrchestratorMixin, instrument, uninstrument
-from agent_rl_plugin.instrumentation.calls import instance_disabled
+from agent_rl_plugin.integration import (
+    RLAgentMixin,
+    RLOrchestratorMixin,
+    instance_disabled,
+    instrument,
+    uninstrument,
+)
 
 from agent_rl_massgen.config import switches_for
 from agent_rl_massgen.coordination import observe_tracker, unobserve_tracker

@@ -69,9 +69,9 @@ def switches_for(config: Any) -> RewardSwitches:
     if it is a MassGen ``RLConfig``, else the ``AGENT_RL_*`` environment.
     """
     if not isinstance(config, RLConfig):
-        from agent_rl_plugin import tracing
+        from agent_rl_plugin.integration import active_config
 
-        current = tracing.STATE.config
+        current = active_config()
         if isinstance(current, RLConfig):
             config = current
         else:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent_rl_plugin.instrumentation import record_event
+from agent_rl_plugin.integration import record_event
 
 from agent_rl_massgen.runs import current_run
 

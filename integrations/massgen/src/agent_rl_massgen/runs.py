@@ -58,7 +58,7 @@ _LOCK = threading.Lock()
 
 
 def _rollout_id() -> str | None:
-    from agent_rl_plugin.instrumentation import current_rollout
+    from agent_rl_plugin.integration import current_rollout
 
     info = current_rollout()
     return info.rollout_id if info is not None else None
@@ -99,12 +99,9 @@ def emit_run_rewards(log: RunLog) -> None:
     Runs inside the owner's span and rollout. Never raises (a failure is logged).
     """
     try:
-        from agent_rl_plugin.instrumentation import current_rollout, emit_reward
-        from agent_rl_plugin.rewards.builtin.answer_quality import AnswerQuality
-        from agent_rl_plugin.rewards.builtin.coordination import Coordination
-        from agent_rl_plugin.rewards.builtin.tool_success import ToolSuccess
-        from agent_rl_plugin.rewards.result import EvaluateResult
-        from agent_rl_plugin.rewards.rollout import Rollout, Step
+        from agent_rl_plugin.integration import current_rollout, emit_reward
+        from agent_rl_plugin.rewards import EvaluateResult, Rollout, Step
+        from agent_rl_plugin.rewards.builtin import AnswerQuality, Coordination, ToolSuccess
 
         info = current_rollout()
         if info is None:

@@ -33,8 +33,7 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any, Callable
 
-from agent_rl_plugin.instrumentation import record_llm_call, record_tool_call
-from agent_rl_plugin.instrumentation.calls import instance_disabled
+from agent_rl_plugin.integration import instance_disabled, record_llm_call, record_tool_call
 
 from agent_rl_massgen.runs import current_run
 

@@ -42,25 +42,23 @@ from typing import Any
 from agents.tracing import TracingProcessor
 from opentelemetry import trace as otel_trace
 
-from agent_rl_plugin import semconv as sc
-from agent_rl_plugin import tracing
-from agent_rl_plugin.ids import new_id
-from agent_rl_plugin.instrumentation.calls import is_suppressed
-from agent_rl_plugin.instrumentation.context import (
+from agent_rl_plugin import integration as rl
+from agent_rl_plugin.integration import (
     RolloutInfo,
+    capture_content,
     current_rollout,
+    end_span,
     fire_rollout_end,
     fire_rollout_start,
-)
-from agent_rl_plugin.instrumentation.spans import (
-    capture_content,
-    end_span,
+    is_recording,
     log_failure,
+    new_id,
     record_error_text,
     to_attr,
+    to_attribute_value,
     to_json_text,
 )
-from agent_rl_plugin.serialize import to_attribute_value
+from agent_rl_plugin.integration import semconv as sc
 
 from agent_rl_openai_agents.convert import (
     as_plain,
@@ -93,17 +91,6 @@ SDK_MCP_DATA = "openai_agents.mcp_data"
 EVENT_HANDOFF = "handoff"
 EVENT_GUARDRAIL = "guardrail"
 LLM_TYPES = ("generation", "response")
-
-
-def _recording() -> bool:
-    if not tracing.STATE.enabled or is_suppressed():
-        return False
-    try:
-        tracing.get_tracer()
-    except Exception:
-        log_failure("configuring tracing")
-        return False
-    return tracing.is_enabled()
 
 
 def _error_text(error: Any) -> str | None:
@@ -180,7 +167,7 @@ class RLTracingProcessor(TracingProcessor):
 
     # -- traces -----------------------------------------------------------------------------
     def on_trace_start(self, trace: Any) -> None:
-        if not self.active or not _recording():
+        if not self.active or not is_recording():
             return
         try:
             self._trace_start(trace)
@@ -198,7 +185,7 @@ class RLTracingProcessor(TracingProcessor):
             "trace_metadata": as_plain(getattr(trace, "metadata", None)),
         }
         metadata = {k: v for k, v in metadata.items() if v is not None}
-        tracer = tracing.get_tracer()
+        tracer = rl.get_tracer()
         now = time.time_ns()
         current = current_rollout()
         if current is not None:  # inside the caller's rollout: one span of it
@@ -280,7 +267,7 @@ class RLTracingProcessor(TracingProcessor):
         parent = node.otel_parent()
         context = otel_trace.set_span_in_context(parent) if parent is not None else None
         attrs = {**node.trace.attrs, SDK_SPAN_ID: node.span_id, SDK_SPAN_TYPE: node.kind, **attributes}
-        return tracing.get_tracer().start_span(name, context=context, start_time=node.start_ns, attributes=attrs)
+        return rl.start_span(name, attributes=attrs, context=context, start_time=node.start_ns)
 
     def _span_start(self, span: Any, state: _Trace, parent: _Span | None) -> None:
         data = span.span_data
@@ -588,8 +575,7 @@ class RLTracingProcessor(TracingProcessor):
 
     def force_flush(self) -> None:
         try:
-            if tracing.STATE.tracer is not None:
-                tracing.flush()
+            rl.flush()  # a no-op until agent-rl is configured
         except Exception:
             log_failure("openai-agents: flushing")
 

@@ -3,8 +3,8 @@
 pydantic-ai instruments nothing by default (``Agent._instrument_default`` is ``False``): its
 spans exist only for agents given ``agent.instrument = ...`` or an ``Instrumentation`` capability,
 or after ``Agent.instrument_all()``.
-:func:`apply` (called by the plugin's ``agent_rl_register_exporters`` hook, i.e. by every
-:func:`agent_rl_plugin.configure` that records) calls ``Agent.instrument_all(settings)`` with
+:func:`apply` (called by the plugin's ``agent_rl_configure`` hook, i.e. once by every
+:func:`agent_rl_plugin.configure` that sets up recording) calls ``Agent.instrument_all(settings)`` with
 :func:`settings_for` the config, on the global tracer provider ``configure()`` just set up, so
 every pydantic-ai run lands in the store. Rules:
 

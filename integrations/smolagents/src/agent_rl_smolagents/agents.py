@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 import agent_rl_plugin as arl
-from agent_rl_plugin.tracing import is_enabled
+from agent_rl_plugin.integration import is_enabled
 
 logger = logging.getLogger(__name__)
 

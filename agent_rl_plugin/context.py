@@ -1,0 +1,107 @@
+"""The rollout context: which episode the running code belongs to (a leaf: core imports only).
+
+Contract:
+
+* The active rollout is a :class:`RolloutInfo` held in a :class:`contextvars.ContextVar`, so it
+  follows asyncio tasks (``create_task``/``gather`` copy the context) but **not** plain threads or
+  ``ThreadPoolExecutor.submit``/``loop.run_in_executor`` (wrap the callable with
+  ``contextvars.copy_context().run`` there).
+* :func:`current_rollout_attributes` is called by the span processor
+  (:mod:`agent_rl_plugin.tracing`) on every span start; it returns a dict cached on the
+  :class:`RolloutInfo` (do not mutate it).
+* :func:`set_current` / :func:`reset_current` switch the active rollout; :func:`reset_current`
+  never raises.
+* Opening a rollout (a span plus the rollout hooks) is :func:`agent_rl_plugin.rollout`, in
+  :mod:`agent_rl_plugin.instrumentation.context`, which re-exports every name defined here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_rl_plugin.ids import new_id
+from agent_rl_plugin.semconv import GROUP_ID, ROLLOUT_ID, TASK_ID
+
+__all__ = [
+    "RolloutInfo",
+    "current_rollout",
+    "current_rollout_attributes",
+    "reset_current",
+    "set_current",
+]
+
+# The instrumentation layer's logger: a failed reset is reported where other failures are.
+logger = logging.getLogger("agent_rl_plugin.instrumentation")
+
+
+@dataclass(frozen=True)
+class RolloutInfo:
+    """One episode: its ids and metadata. Treat as read-only (hooks receive it).
+
+    ``implicit`` is True for a rollout opened by a traced agent call made outside any rollout.
+    """
+
+    rollout_id: str = field(default_factory=new_id)
+    task_id: str | None = None
+    group_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    implicit: bool = False
+    attributes: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        attrs = {ROLLOUT_ID: self.rollout_id}
+        if self.task_id is not None:
+            attrs[TASK_ID] = self.task_id
+        if self.group_id is not None:
+            attrs[GROUP_ID] = self.group_id
+        object.__setattr__(self, "attributes", attrs)
+
+
+_CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar(
+    "agent_rl_rollout", default=None
+)
+
+
+def current_rollout() -> RolloutInfo | None:
+    """The rollout the calling code runs in, or ``None``."""
+    return _CURRENT.get()
+
+
+def current_rollout_attributes() -> dict[str, str] | None:
+    """``{ROLLOUT_ID, TASK_ID, GROUP_ID}`` (non-None only) of the active rollout, or ``None``.
+
+    The returned dict is shared: callers must not mutate it.
+    """
+    info = _CURRENT.get()
+    return None if info is None else info.attributes
+
+
+def set_current(info: RolloutInfo | None) -> contextvars.Token[RolloutInfo | None]:
+    """Make ``info`` the active rollout (``None``: no rollout); undo with :func:`reset_current`."""
+    return _CURRENT.set(info)
+
+
+_reset_failed_before = False
+
+
+def reset_current(token: contextvars.Token[RolloutInfo | None]) -> None:
+    """Undo :func:`set_current`. Never raises: a token from another context is logged (the
+    first time as a warning, then at debug level) and the active rollout is left as it is."""
+    global _reset_failed_before
+    try:
+        _CURRENT.reset(token)
+    except Exception:
+        try:
+            if _reset_failed_before:
+                logger.debug("agent-rl: restoring the rollout context failed again", exc_info=True)
+            else:
+                _reset_failed_before = True
+                logger.warning(
+                    "agent-rl: restoring the rollout context failed; the agent is unaffected", exc_info=True
+                )
+        except Exception:  # pragma: no cover - logging itself broken
+            pass

@@ -1,0 +1,73 @@
+"""Recording stays light: an agent that configures, runs one traced call and flushes imports no
+command line (typer, click, rich, ``agent_rl_plugin.cli``) and no training or data stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_rl_plugin.store import open_reader
+
+#: Never imported by recording alone.
+HEAVY = ["typer", "click", "rich", "torch", "transformers", "trl", "peft", "matplotlib"]
+
+AGENT = textwrap.dedent(
+    """
+    import json, sys
+    import agent_rl_plugin as arl
+
+    arl.configure(db=sys.argv[1])
+
+    @arl.trace_agent
+    def answer(question):
+        return question.upper()
+
+    answer("hi")
+    arl.flush()
+    print(json.dumps(sorted(sys.modules)))
+    """
+)
+
+
+def run_agent(db: Path) -> set[str]:
+    """Run the agent above in a fresh interpreter; the names of the modules it ended up with."""
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT, str(db)], capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin"},  # no AGENT_RL_* settings of the caller
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory) -> tuple[Path, set[str]]:
+    db = tmp_path_factory.mktemp("hot_path") / "t.duckdb"
+    return db, run_agent(db)
+
+
+def test_recording_imports_no_command_line_and_no_training_stack(agent_run):
+    _, modules = agent_run
+    assert [name for name in HEAVY if name in modules] == []
+    assert sorted(m for m in modules if m.startswith("agent_rl_plugin.cli")) == []
+
+
+def test_the_traced_call_is_in_the_file(agent_run):
+    db, _ = agent_run
+    connection = open_reader(db)
+    try:
+        names = [row[0] for row in connection.execute("select name from spans").fetchall()]
+    finally:
+        connection.close()
+    assert names == ["invoke_agent answer"]
+
+
+def test_recording_does_not_import_pandas(agent_run):
+    # pyarrow.array imports pandas on first use; the store builds its Arrow columns without it
+    # (agent_rl_plugin.store.arrow_columns).
+    _, modules = agent_run
+    assert "pandas" not in modules
