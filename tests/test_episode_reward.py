@@ -20,6 +20,7 @@ import agent_rl_plugin as arl
 from agent_rl_plugin.data import build_grpo_dataset, build_kto_dataset
 from agent_rl_plugin.report import queries
 from agent_rl_plugin.rewards.base import reward
+from agent_rl_plugin.rewards.rollout import load_rollouts
 from agent_rl_plugin.rewards.runner import score
 from agent_rl_plugin.rl import episode_rewards
 
@@ -125,3 +126,13 @@ def test_weights_and_reward_names_apply_on_top_of_the_view(db: Path):
     assert {r["rollout_id"]: r["reward"] for r in stored} == pytest.approx(only_fb)
     kto = build_kto_dataset(str(db), weights=["fb"])
     assert dict(zip(kto["rollout_id"], kto["reward"])) == pytest.approx(only_fb)
+
+
+def test_reward_plugins_see_the_emitted_reward_that_counts(db: Path):
+    # A scorer reading rollout.emitted_rewards gets the same value the view keeps: the latest
+    # emission of a name, not the sum of its emissions (and never the step reward).
+    with duckdb.connect(str(db), read_only=True) as connection:
+        seen = {r.rollout_id: r.emitted_rewards for r in load_rollouts(connection)}
+    assert seen["r-repeat"] == {"fb": 0.5}
+    assert seen["r-mixed"] == {"fb": 1.0}
+    assert seen["r-rescored"] == {"fb": 0.0}  # its emitted judge 0.9 was replaced by the scorer's 0.2

@@ -298,9 +298,9 @@ def _load_labels(connection: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, 
 def _load_emitted(connection: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
     rows = _rows(
         connection,
-        "SELECT rollout_id, name, sum(value) AS value FROM rewards "
-        "WHERE source = 'emitted' AND step_index IS NULL AND value IS NOT NULL "
-        "AND rollout_id IN (SELECT rollout_id FROM _arl_selected) GROUP BY rollout_id, name",
+        # The episode_rewards view's rule: of repeated emissions of one name the latest counts.
+        "SELECT rollout_id, name, value FROM episode_rewards "
+        "WHERE source = 'emitted' AND rollout_id IN (SELECT rollout_id FROM _arl_selected)",
     )
     emitted: dict[str, dict[str, float]] = {}
     for row in rows:
