@@ -24,7 +24,7 @@ class AgentRLError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return self.message if self.message or not self.args else super().__str__()
+        return str(self.message)
 
     def describe(self) -> str:
         """The message and, when there is one, the fix: ``"<message> Fix: <hint>."``."""

@@ -24,6 +24,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from agent_rl_plugin import plugins, tracing
+from agent_rl_plugin.store.connection import open_reader
+
 KEEP_VARIABLES = ("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD",)
 
 
@@ -35,10 +38,7 @@ class StoreReader:
 
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         """The rows of ``sql`` as dicts (column name -> value)."""
-        from agent_rl_plugin import flush
-        from agent_rl_plugin.store.connection import open_reader
-
-        if not flush():
+        if not tracing.flush():
             raise AssertionError("flush() timed out: spans were still being exported")
         connection = open_reader(os.fspath(self.path))
         try:
@@ -62,8 +62,6 @@ def isolated_recording(environ: Any = None) -> Iterator[None]:
     :data:`KEEP_VARIABLES`), a fresh plugin manager without entry points; afterwards recording
     is shut down and the global plugin manager reset. ``environ``: a ``pytest.MonkeyPatch`` to
     restore the variables with (else ``os.environ`` is restored by hand)."""
-    from agent_rl_plugin import plugins, tracing
-
     saved = {k: v for k, v in os.environ.items() if k.startswith("AGENT_RL_") and k not in KEEP_VARIABLES}
     for name in saved:
         if environ is not None:

@@ -278,7 +278,7 @@ def test_unscored_rollouts_are_left_out_and_reported(scored_db):
     "args, message",
     [
         (["--method", "gigpo", "--where", "task_id = 'nope'"], "no rollouts to compute advantages for matching"),
-        (["--method", "grpo", "--where", "no_such_column = 1"], "bad --where"),
+        (["--method", "grpo", "--where", "no_such_column = 1"], "bad where"),
         (["--method", "grpo", "--reward", "never_scored"], "no usable reward named 'never_scored'"),
         (["--method", "ppo"], "unknown method 'ppo'"),
         (["--method", "gigpo", "--mode", "zscore"], "unknown mode 'zscore'"),

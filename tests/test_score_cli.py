@@ -85,7 +85,7 @@ def test_where_selects_and_bad_where_is_one_line(recorded, plugin_manager):
     bad = agent_rl("score", "--db", str(recorded), "--where", "task_idd = 'x'")
     assert bad.exit_code == 1
     first = bad.stderr.strip().splitlines()[0]
-    assert first.startswith("error: bad --where SQL:") and "task_idd" in first
+    assert first.startswith("error: bad where SQL:") and "task_idd" in first
     assert "Traceback" not in bad.output
 
 

@@ -189,9 +189,9 @@ def test_unknown_reward_and_bad_where_are_clear_errors(recorded, plugin_manager)
     only_these_rewards(plugin_manager, t_one, t_tools)
     with pytest.raises(UnknownRewardError, match=r"unknown reward 'nope'; known rewards: t_one, t_tools"):
         score(str(path), rewards=["nope"])
-    with pytest.raises(ScoringError, match=r"bad --where SQL: .*no_such_column"):
+    with pytest.raises(ScoringError, match=r"bad where SQL: .*no_such_column"):
         score(str(path), where="no_such_column = 1")
-    with pytest.raises(ScoringError, match="bad --where SQL"):
+    with pytest.raises(ScoringError, match="bad where SQL"):
         score(str(path), where="1 = 1) ; delete from spans; select (1")
     assert rows(path, "select count(*) as n from spans")[0]["n"] > 0
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_rl_plugin.config import resolve_db_path
+from agent_rl_plugin.errors import AgentRLError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -24,12 +25,9 @@ DbOption = typer.Option(None, "--db", help=DB_HELP, show_default=False)
 JsonOption = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
-class UserError(Exception):
-    """An error the user can fix: printed as one line plus ``hint``; exit code 1."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
+class UserError(AgentRLError):
+    """An error the user can fix, raised by a command: printed as one line plus ``hint``; exit
+    code 1. Errors from the layers below are :class:`AgentRLError` too and print the same way."""
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:

@@ -38,7 +38,7 @@ def demo(
     json_output: bool = JsonOption,
 ) -> None:
     """Run an example tool-using agent in groups, record it into DuckDB, and show what landed."""
-    from agent_rl_plugin import tracing
+    import agent_rl_plugin.tracing as tracing
     from agent_rl_plugin.demo.calculator import demo_tasks
     from agent_rl_plugin.demo.run import run_groups
 

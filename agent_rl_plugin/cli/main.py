@@ -14,9 +14,9 @@ import sys
 
 import typer
 
-from agent_rl_plugin.cli.common import UserError, fail
+from agent_rl_plugin.cli.common import fail
 from agent_rl_plugin.plugins import get_plugin_manager, register_modules
-from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.errors import AgentRLError
 
 #: The built-in command groups, registered as plugins under these names by :func:`build_app`
 #: (``agent-rl plugins`` lists them as built-ins).
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     app = build_app()
     try:
         app(args=argv, prog_name="agent-rl", standalone_mode=True)
-    except UserError as exc:
-        fail(str(exc), exc.hint)
-    except StoreError as exc:
-        message, _, hint = str(exc).partition(" Fix: ")
-        fail(message, hint or None)
+    except AgentRLError as exc:
+        # Any error of the package's family that a command did not print itself: one line and
+        # the fix (a message that carries its own "Fix: ..." is split there), never a traceback.
+        message, _, inline_hint = str(exc).partition(" Fix: ")
+        fail(message, getattr(exc, "hint", None) or inline_hint or None)
     except SystemExit:
         raise
     except KeyboardInterrupt:

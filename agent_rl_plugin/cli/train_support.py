@@ -1,102 +1,99 @@
-"""What the ``agent-rl train`` commands share: building a config from flags and an optional
-``--config`` file, checking the model path, loading dataset files, printing the hardware
-profile, and training with the run recorded in ``training_runs`` / ``training_metrics``.
+"""What the ``agent-rl train`` commands share: the config from the options given and an
+optional ``--config`` file, the training errors in command-line words, the profile and warning
+printers, and the summary.
 
-Under ``accelerate launch`` / ``torchrun`` every process runs the command; only the main one
-(:func:`~agent_rl_plugin.train.distributed.is_main_process`) prints the profile and records the
-run (see :mod:`agent_rl_plugin.train.distributed`).
+The work itself (data, training, the record in ``training_runs`` / ``training_metrics``) is
+:mod:`agent_rl_plugin.train.runs`; under ``accelerate launch`` / ``torchrun`` only the main
+process prints and records (see :mod:`agent_rl_plugin.train.distributed`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
-from agent_rl_plugin.cli.common import UserError, console, err_console
+from rich.markup import escape
+
+from agent_rl_plugin.cli.common import UserError, console, db_path, err_console, fail, print_json
+from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.train.config import TrainConfigError
 from agent_rl_plugin.train.distributed import is_distributed, is_main_process, world_size
+from agent_rl_plugin.train.inputs import check_model_path
+from agent_rl_plugin.train.methods import new_config
+from agent_rl_plugin.train.runs import run_errors
 
 #: ``agent-rl train`` method -> the ``method`` of load_config_file and of training_runs.
 METHODS = ("kto", "grpo", "offline_grpo", "gigpo")
+
+#: The fix, in command-line words, for a training error about an argument (its ``option``).
+CLI_HINTS = {
+    "label_rule": "KTO needs both; try --label quantile or --label group, or change --threshold",
+    "selection": "record and score rollouts first (agent-rl demo, agent-rl score), or widen --where/--sql",
+    "where": "--where is a condition over the tasks table",
+    "model_files": "check --model and --out",
+}
 
 
 def say(text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def warn(text: str) -> None:
+    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def profile_printer(quiet: bool) -> Callable[[str], None]:
+    """Where the hardware profile line goes: stdout, or stderr when stdout carries JSON."""
+    target = err_console if quiet else console
+    return lambda text: target.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def default_out(method: str) -> str:
     return os.path.join("runs", f"{method.replace('_', '-')}-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
-def check_model_path(model: str) -> None:
-    """A local model directory must exist and hold config.json; ``org/name`` (one slash, not
-    found locally) is left to ``from_pretrained`` as a model name."""
-    expanded = os.path.expanduser(model)
-    if os.path.isdir(expanded):
-        if not os.path.isfile(os.path.join(expanded, "config.json")):
-            raise UserError(f"model directory {model} has no config.json", "give a directory saved with save_pretrained")
-        return
-    looks_like_name = not model.startswith((".", "/", "~")) and model.count("/") <= 1 and "\\" not in model
-    if os.path.exists(expanded) or not looks_like_name:
-        raise UserError(
-            f"model path {model} does not exist (or is not a directory)",
-            "give a local model directory saved with save_pretrained, or a model name such as Qwen/Qwen2.5-0.5B-Instruct",
-        )
+def store_error(exc: Exception) -> UserError:
+    message, _, hint = str(exc).partition(" Fix: ")
+    return UserError(message, hint or getattr(exc, "hint", None))
 
 
-def load_jsonl_dataset(path: str, kind: str = "KTO", columns: tuple[str, ...] = ("prompt", "completion", "label")):
-    """A ``datasets.Dataset`` from a JSONL file (one row per line) that has ``columns``."""
-    from datasets import Dataset
-
-    hint = f"give a .jsonl file with one {kind} row ({', '.join(columns)}) per line"
-    if not os.path.isfile(path):
-        raise UserError(f"dataset file {path} does not exist", hint)
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise UserError(f"{path} line {number} is not JSON", hint) from None
-    if not rows:
-        raise UserError(f"{path} has no rows", hint)
-    missing = [c for c in columns if c not in rows[0]]
-    if missing:
-        raise UserError(f"{path} rows have no {', '.join(missing)} (they have {', '.join(rows[0])})", hint)
-    return Dataset.from_list(rows)
+def user_error(exc: Exception) -> UserError:
+    """A training, dataset or store error as a :class:`UserError`, its fix in flag words."""
+    if isinstance(exc, StoreError):
+        return store_error(exc)
+    hint = CLI_HINTS.get(getattr(exc, "option", None) or "", getattr(exc, "hint", None))
+    return UserError(str(exc), hint)
 
 
-def build_config(method: str, config_file: str | None, model: str | None, out: str | None, flags: dict[str, Any]):
-    """The config of ``method`` from ``config_file`` (if any), then the flags given (``None``
-    values are not given), then ``model``/``out``. Raises :class:`UserError`."""
-    from agent_rl_plugin.train.config import TrainConfigError
+def check_sources(*values: Any) -> None:
+    """At most one data source (``--where``, ``--sql``, ``--dataset``) given."""
+    if len([value for value in values if value]) > 1:
+        raise UserError("give one of --where, --sql or --dataset, not several")
 
-    overrides = {k: v for k, v in flags.items() if v is not None}
+
+def build_config(method: str, config_file: str | None, settings: dict[str, Any]) -> Any:
+    """The config of ``method`` from ``config_file`` (if any), with the options given on the
+    command line (``settings``) on top, and ``./runs/<method>-<timestamp>`` where no output
+    directory is given. Raises :class:`UserError`."""
+    overrides = {k: v for k, v in settings.items() if v is not None}
     default_dir = default_out(method)
-    if model:
-        overrides["model"] = model
     try:
         if config_file:
             if not os.path.isfile(config_file):
                 raise UserError(f"config file {config_file} does not exist", "give a .yaml/.yml/.toml file")
             from agent_rl_plugin.train.config_files import load_config_file
 
-            if out:
-                overrides["output_dir"] = out
             config = load_config_file(config_file, method=method, overrides=overrides,
                                       defaults={"output_dir": default_dir})
         else:
-            if not model:
+            if not overrides.get("model"):
                 raise UserError("no model given", "pass --model PATH (or a --config file with model: PATH)")
-            overrides["output_dir"] = out or default_dir
-            config = config_class(method)(**overrides)
+            overrides.setdefault("output_dir", default_dir)
+            config = new_config(method, **overrides)
+        check_model_path(config.model)
     except TrainConfigError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc), getattr(exc, "hint", None)) from None
     except TypeError as exc:  # an unknown field given programmatically
         raise UserError(str(exc)) from None
     if config.output_dir == default_dir and is_distributed():
@@ -105,119 +102,68 @@ def build_config(method: str, config_file: str | None, model: str | None, out: s
             f"{world_size()} training processes need one output directory, given explicitly",
             "pass --out DIR (or set output_dir in the --config file)",
         )
-    check_model_path(config.model)
     return config
 
 
-def config_class(method: str):
-    from agent_rl_plugin.train.config import KTOTrainConfig
-    from agent_rl_plugin.train.grpo_config import GRPOTrainConfig, OfflineGRPOTrainConfig
-
-    if method == "kto":
-        return KTOTrainConfig
-    if method == "grpo":
-        return GRPOTrainConfig
-    if method == "gigpo":
-        return lambda **kw: OfflineGRPOTrainConfig(**{"advantage_level": "step", **kw})
-    return OfflineGRPOTrainConfig
+def source_db(db: str | None, needed: bool) -> str | None:
+    """The database path when the data comes from the store; it must exist."""
+    if not needed:
+        return None
+    path = db_path(db)
+    if not os.path.exists(path):
+        raise UserError(f"database {path} does not exist", "record rollouts first (agent-rl demo), or pass --db")
+    return path
 
 
-def apply_profile(config: Any, quiet: bool):
-    """Fill the machine-dependent fields and print the profile (stderr when ``quiet``; only
-    from the main process of a multi-process run)."""
-    from agent_rl_plugin.train.hardware import apply_hardware_profile
-
-    profile = apply_hardware_profile(config)
-    if is_main_process():
-        (err_console if quiet else console).print(profile.describe(), markup=False, highlight=False, soft_wrap=True)
-    return profile
-
-
-def store_error(exc: Exception) -> UserError:
-    message, _, hint = str(exc).partition(" Fix: ")
-    return UserError(message, hint or getattr(exc, "hint", None))
-
-
-def train_recorded(
-    *,
-    method: str,
-    config: Any,
-    dataset: Any,
-    dataset_sql: str,
-    record_db: str | None,
-    train: Callable[[], Any],
-) -> tuple[Any, str | None]:
-    """Run ``train()`` with the trainer's log lines on stderr, record the run (also a failed
-    one) when ``record_db`` is set; returns ``(result, run_id)``. Raises :class:`UserError`.
-
-    In a multi-process run (``accelerate launch``) every process trains, and only the main one
-    records (DuckDB has one writer per file), with ``world_size`` added to the recorded config;
-    the others return ``run_id`` ``None``."""
-    from agent_rl_plugin.train.common import TrainError
-    from agent_rl_plugin.train.config import TrainConfigError
-    from agent_rl_plugin.train.records import record_training_run
-
-    started_at = datetime.now(timezone.utc)
-    n_rows = len(dataset) if dataset is not None else None
-    if not is_main_process():
-        record_db = None
-    recorded_config = config
-    if record_db and is_distributed():
-        import dataclasses
-
-        recorded_config = {**dataclasses.asdict(config), "world_size": world_size()}
-
-    def failed(message: str) -> None:
-        if not record_db:
-            return
-        try:
-            record_training_run(record_db, None, recorded_config, dataset_sql, method=method, status="error",
-                                error=message, started_at=started_at, n_rows=n_rows)
-        except Exception as exc:  # e.g. a receiver holds the file: report the training error itself
-            err_console.print(f"warning: the failed run was not recorded: {exc}", markup=False, highlight=False)
-
+def report(run: Callable[[], dict[str, Any]], json_output: bool) -> None:
+    """Run a command's work; print its summary (or JSON), or its error as one line plus the fix."""
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout stays for the summary / JSON
-            result = train()
-    except (TrainError, TrainConfigError) as exc:
-        failed(str(exc))
-        raise UserError(str(exc), getattr(exc, "hint", None)) from None
-    except OSError as exc:
-        failed(str(exc))
-        raise UserError(f"cannot load or save the model: {exc}", "check --model and --out") from None
-    run_id = None
-    if record_db:
-        from agent_rl_plugin.store.errors import StoreError
-
-        try:
-            run_id = record_training_run(record_db, result, recorded_config, dataset_sql, method=method,
-                                         started_at=started_at)
-        except StoreError as exc:  # the adapter is saved; only the record is missing
-            err_console.print(
-                f"warning: the run was trained (adapter {result.adapter_path}) but not recorded in {record_db}: "
-                f"{exc}", markup=False, highlight=False, soft_wrap=True,
-            )
-    return result, run_id
+        summary = run()
+    except UserError as exc:
+        fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
+    except run_errors() as exc:
+        error = user_error(exc)
+        fail(escape(str(error)), escape(error.hint) if error.hint else None)
+    if not is_main_process():  # accelerate launch: one summary, from the process that recorded the run
+        return
+    if json_output:
+        print_json(summary)
+    else:
+        print_summary(summary)
 
 
-def losses(result: Any) -> tuple[float | None, float | None]:
-    """First and last logged training loss of a result."""
-    values = [e["loss"] for e in result.log_history if isinstance(e.get("loss"), (int, float))]
-    if values:
-        return values[0], values[-1]
-    return None, result.metrics.get("train_loss")
+def print_summary(summary: dict) -> None:
+    say(f"Trained {summary['method'].upper()} (LoRA) on {summary['rows']} rows from {summary['dataset']} "
+        f"in {summary['seconds']} s.")
+    if "labels" in summary:
+        labels = summary["labels"]
+        say(f"  labels: {labels['desirable']} desirable / {labels['undesirable']} undesirable "
+            f"(weights {summary['weights']['desirable']:.3g} / {summary['weights']['undesirable']:.3g})")
+    loss = summary["final_loss"]
+    first = summary["first_loss"]
+    loss_text = "n/a" if loss is None else f"{loss:.4f}" + ("" if first is None else f" (first {first:.4f})")
+    say(f"  steps: {summary['steps']}, final loss: {loss_text}")
+    for line in summary.get("extra_lines", []):
+        say(f"  {line}")
+    if summary.get("resumed_from"):
+        say(f"  resumed from: {summary['resumed_from']}")
+    say(f"  adapter: {summary['adapter_path']}")
+    if summary["run_id"]:
+        say(f"  run_id: {summary['run_id']} (select * from training_metrics where run_id = '{summary['run_id']}')")
 
 
 __all__ = [
+    "CLI_HINTS",
     "METHODS",
-    "apply_profile",
     "build_config",
-    "check_model_path",
-    "config_class",
+    "check_sources",
     "default_out",
-    "load_jsonl_dataset",
-    "losses",
+    "print_summary",
+    "profile_printer",
+    "report",
     "say",
+    "source_db",
     "store_error",
-    "train_recorded",
+    "user_error",
+    "warn",
 ]

@@ -5,16 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_rl_plugin.errors import AgentRLError
 
-class DatasetError(ValueError):
+
+class DatasetError(AgentRLError, ValueError):
     """A dataset cannot be built as asked (no rollouts match, bad SQL, a NaN reward...).
 
     The message is one line; ``hint`` says how to fix it when there is something to say.
     """
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 #: How many rollout ids each "left out" reason keeps as examples.

@@ -20,6 +20,8 @@ import random
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from agent_rl_plugin.instrumentation import record_llm_call
+
 PRICES: dict[str, float] = {"notebook": 4.0, "pen": 1.5, "apple": 0.5, "coffee": 3.25, "stamp": 1.2}
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -130,8 +132,6 @@ class CalculatorAgent:
 
     async def chat(self, messages: list[dict]) -> AsyncIterator[StreamChunk]:
         """Answer the last user message, streaming chunks."""
-        from agent_rl_plugin import record_llm_call
-
         history = list(messages)
         for item, _ in self.task.quantities:
             if item in self.prices and not self.model.good():

@@ -58,26 +58,25 @@ def compute_demo_advantages(path: str, ids: str) -> dict[str, Any]:
 
 
 def _attempt(name: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    from agent_rl_plugin.cli.common import UserError
+    from agent_rl_plugin.train.runs import run_errors
 
     try:
         with _quiet():
             return job()
-    except UserError as exc:
+    except run_errors() as exc:
         return {"method": name, "skipped": str(exc)}
 
 
 def train_all(path: str, ids: str, advantages: dict[str, Any], on_start: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """KTO, offline GRPO and offline GiGPO, a few steps each, on this run's rollouts; one
-    summary per run (see :mod:`agent_rl_plugin.cli.train`), or one ``{"skipped": reason}``."""
+    summary per run (see :mod:`agent_rl_plugin.train.runs`), or one ``{"skipped": reason}``."""
     try:
         import peft  # noqa: F401
         import trl  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the training extras are missing
         return [{"skipped": f"training needs trl and peft ({exc})"}]
-    from agent_rl_plugin.cli.train import run_kto
-    from agent_rl_plugin.cli.train_grpo import run_grpo_offline
     from agent_rl_plugin.train import KTOTrainConfig, OfflineGRPOTrainConfig
+    from agent_rl_plugin.train.runs import run_grpo_offline, run_kto
 
     model = tiny_model_dir(path)
     if not os.path.isfile(os.path.join(model, "config.json")):
@@ -95,16 +94,16 @@ def train_all(path: str, ids: str, advantages: dict[str, Any], on_start: Callabl
 
     def kto() -> dict[str, Any]:
         config = KTOTrainConfig(output_dir=out("kto"), batch_size=4, **shared)
-        return run_kto(config, db=path, sql=sql, label_rule="threshold", weights=DEMO_REWARDS, quiet=True, progress=False)
+        return run_kto(config, db=path, sql=sql, label_rule="threshold", weights=DEMO_REWARDS, progress=False)
 
     def grpo() -> dict[str, Any]:
         config = OfflineGRPOTrainConfig(output_dir=out("grpo"), batch_size=4, advantage_level="episode", **offline)
-        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, quiet=True, progress=False)
+        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, progress=False)
 
     def gigpo() -> dict[str, Any]:
         config = OfflineGRPOTrainConfig(output_dir=out("gigpo"), batch_size=4, advantage_level="step", **offline)
         run = advantages.get("gigpo", {}).get("run_id")
-        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, run_id=run, quiet=True, progress=False)
+        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, run_id=run, progress=False)
 
     results = []
     for name, job in (("kto", kto), ("offline_grpo", grpo), ("gigpo", gigpo)):

@@ -46,6 +46,7 @@ from agent_rl_plugin.store.announcements import (
 )
 from agent_rl_plugin.store.liveness import pid_alive
 from agent_rl_plugin.store.snapshots import request_snapshot
+from agent_rl_plugin.errors import AgentRLError
 
 __all__ = [
     "ARROW_STREAM",
@@ -72,7 +73,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 TOKEN_ENV = "AGENT_RL_SERVE_TOKEN"
 
 
-class RemoteQueryError(Exception):
+class RemoteQueryError(AgentRLError):
     """The receiver refused or failed the SQL; ``str(error)`` is its message."""
 
 

@@ -43,6 +43,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
+from agent_rl_plugin.errors import AgentRLError
+
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -53,7 +55,7 @@ _ID_FIELDS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "
               "parent_span_id": 16}
 
 
-class DecodeError(ValueError):
+class DecodeError(AgentRLError, ValueError):
     """The body is not a valid OTLP trace request; ``str(error)`` says why."""
 
 

@@ -90,6 +90,7 @@ from agent_rl_plugin.store.user_sql import (
     open_locked,
     run_locked,
 )
+from agent_rl_plugin.errors import AgentRLError
 
 logger = logging.getLogger("agent_rl_plugin.receiver")
 
@@ -103,7 +104,7 @@ BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n
         b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
 
 
-class ReceiverConfigError(ValueError):
+class ReceiverConfigError(AgentRLError, ValueError):
     """The receiver cannot start as configured; ``str(error)`` names the fix."""
 
 

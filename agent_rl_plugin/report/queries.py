@@ -24,17 +24,15 @@ import pyarrow as pa
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.rewards.coordination_metrics import coordination_summary
 from agent_rl_plugin.store.views import combined_reward_sql
+from agent_rl_plugin.errors import AgentRLError
 
 #: Coordination event types: a section on coordination appears when one of these was recorded.
 COORDINATION_TYPES = (sc.EVENT_TYPE_NEW_ANSWER, sc.EVENT_TYPE_VOTE, sc.EVENT_TYPE_RESTART)
 
 
-class ReportError(ValueError):
-    """The report cannot be built as asked (bad ``--where``, a statement that writes...)."""
+class ReportError(AgentRLError, ValueError):
+    """The report cannot be built as asked (a bad ``where``, a statement that writes...)."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 def _first_line(exc: BaseException) -> str:
@@ -71,13 +69,13 @@ def select(connection: duckdb.DuckDBPyConnection, where: str | None) -> pa.Table
         return _empty_selection()
     if where is not None:
         if not where.strip():
-            raise ReportError("--where is empty", "give an SQL condition, e.g. --where \"status = 'error'\"")
+            raise ReportError("the where condition is empty", "give an SQL condition over the rollouts view, e.g. status = 'error'")
         try:
             check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
         except SqlRefused as exc:
-            raise ReportError(f"--where must be one condition that only reads: {exc}", WHERE_HINT) from None
+            raise ReportError(f"the where condition must be one condition that only reads: {exc}", WHERE_HINT) from None
         except UserSqlError as exc:
-            raise ReportError(f"SQL error in --where: {exc}", WHERE_HINT) from None
+            raise ReportError(f"SQL error in where: {exc}", WHERE_HINT) from None
     try:
         return select_rollouts(connection, where=where)
     except DatasetError as exc:
@@ -87,7 +85,7 @@ def select(connection: duckdb.DuckDBPyConnection, where: str | None) -> pa.Table
 
 
 WHERE_HINT = (
-    "--where is a condition over the rollouts view, e.g. \"task_id like 'shop-%' and status = 'ok'\" "
+    "the where condition is SQL over the rollouts view, e.g. \"task_id like 'shop-%' and status = 'ok'\" "
     "(columns: rollout_id, task_id, group_id, status, start_time, total_reward, n_tool_errors, ...; see docs/schema.md)"
 )
 

@@ -38,6 +38,7 @@ import pluggy
 from agent_rl_plugin import plugins as plugin_registry
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.rewards.base import RewardPlugin
+from agent_rl_plugin.errors import AgentRLError
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ _MODES = ("pointwise", "batch")
 _SOURCES = ("code", "llm", "human")
 
 
-class RewardRegistrationError(ValueError):
+class RewardRegistrationError(AgentRLError, ValueError):
     """A reward could not be registered (bad object, bad name, mode or source)."""
 
 

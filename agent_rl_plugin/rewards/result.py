@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent_rl_plugin.errors import AgentRLError
 
-class RewardContractError(ValueError):
+
+class RewardContractError(AgentRLError, ValueError):
     """A reward plugin returned something outside its contract (NaN, a string, a bad object)."""
 
 

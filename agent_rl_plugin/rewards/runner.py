@@ -36,20 +36,18 @@ from agent_rl_plugin.rewards.registry import RegisteredReward, collect_registere
 from agent_rl_plugin.rewards.rollout import Rollout, load_rollouts
 from agent_rl_plugin.rewards.rows import Outcome, RowContext, RowWriter, done_keys, input_hash, outcome_rows
 from agent_rl_plugin.rewards.workers import WorkerPool, WorkItem, evaluate, run_in_process
+from agent_rl_plugin.errors import AgentRLError
 
 Progress = Callable[[int, int], None]
 WHERE_HINT = (
-    "--where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0' and status = 'ok'\" "
-    "(columns: `agent-rl query \"describe rollouts\"`)"
+    "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0' and status = 'ok'\" "
+    "(its columns: docs/schema.md, or `agent-rl query \"describe rollouts\"`)"
 )
 
 
-class ScoringError(Exception):
+class ScoringError(AgentRLError):
     """A problem with the request (unknown reward, bad SQL); ``hint`` says how to fix it."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 class UnknownRewardError(ScoringError):
@@ -164,7 +162,7 @@ def check_where(where: str | None) -> None:
     try:
         check_condition(where, "SELECT * FROM rollouts WHERE ({where})")
     except UserSqlError as exc:
-        raise ScoringError(f"bad --where SQL: {exc}", WHERE_HINT) from None
+        raise ScoringError(f"bad where SQL: {exc}", WHERE_HINT) from None
 
 
 def _read(db_path: str, where: str | None, rollout_ids: Sequence[str] | None, names: Sequence[str],
@@ -177,7 +175,7 @@ def _read(db_path: str, where: str | None, rollout_ids: Sequence[str] | None, na
             rollouts = load_rollouts(connection, where=where, rollout_ids=rollout_ids)
         except duckdb.Error as exc:
             if where:
-                raise ScoringError(f"bad --where SQL: {_first_line(exc)}", WHERE_HINT) from None
+                raise ScoringError(f"bad where SQL: {_first_line(exc)}", WHERE_HINT) from None
             raise
         done = set() if rescore else done_keys(connection, [r.rollout_id for r in rollouts], names)
     finally:

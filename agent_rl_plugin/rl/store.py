@@ -34,19 +34,17 @@ import pyarrow.compute as pc
 
 from agent_rl_plugin.rewards.engine import RewardEngine
 from agent_rl_plugin.rl import state_keys
+from agent_rl_plugin.errors import AgentRLError
 
 REPORT_KEY = b"agent_rl.report"
-WHERE_HINT = "--where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
+WHERE_HINT = "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
 MAX_EXAMPLES = 5
 
 
-class AdvantageInputError(ValueError):
+class AdvantageInputError(AgentRLError, ValueError):
     """The stored data cannot give advantages (bad SQL, NaN reward, no rewards...); ``hint``
     says what to do."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 def _arrow(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pa.Table:
@@ -94,7 +92,7 @@ class _Selection:
         try:
             self.rollouts = _arrow(self.connection, sql)
         except duckdb.Error as exc:
-            raise AdvantageInputError(f"bad --where {self.where!r}: {str(exc).splitlines()[0]}", WHERE_HINT) from None
+            raise AdvantageInputError(f"bad where {self.where!r}: {str(exc).splitlines()[0]}", WHERE_HINT) from None
         self.register("_arl_adv_sel", self.rollouts)
         names = self.reward_names
         self.register("_arl_adv_names", pa.table({"name": pa.array(names or [], pa.string())}))

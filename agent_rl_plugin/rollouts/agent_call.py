@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Generator
 from typing import Any, Callable, Literal
 
 from agent_rl_plugin.instrumentation.calls import chunk_text
+from agent_rl_plugin.errors import AgentRLError
 
 __all__ = [
     "CANCEL_GRACE_S",
@@ -50,7 +51,7 @@ CANCEL_GRACE_S = 1.0
 AgentKind = Literal["async", "sync"]
 
 
-class RolloutTimeout(TimeoutError):
+class RolloutTimeout(AgentRLError, TimeoutError):
     """The rollout ran past its ``timeout_s``."""
 
 

@@ -40,7 +40,7 @@ from typing import Any, Iterable
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from agent_rl_plugin import tracing
+import agent_rl_plugin.tracing as tracing
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation.context import rollout
 from agent_rl_plugin.instrumentation.recording import emit_reward, record_llm_call, record_tool_call
@@ -59,6 +59,7 @@ from agent_rl_plugin.semconv import (
     SPAN_KIND,
     SPAN_KIND_AGENT,
 )
+from agent_rl_plugin.errors import AgentRLError
 
 __all__ = ["BadChatLine", "ChatImportError", "ImportReport", "import_chats", "parse_chat_lines", "STEP_NS"]
 
@@ -71,7 +72,7 @@ _HASH_SQL = (
 )
 
 
-class ChatImportError(ValueError):
+class ChatImportError(AgentRLError, ValueError):
     """The input cannot be imported (bad lines, no file...); ``hint`` says the fix."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:
@@ -246,7 +247,7 @@ def import_chats(
     report = ImportReport(database=database, import_id=new_id()[:8], bad=bad)
     if dedupe:
         if database is None:
-            raise ChatImportError("dedupe needs a database file to look the hashes up in", "pass --db FILE")
+            raise ChatImportError("dedupe needs a database file to look the hashes up in", "give the database file (db)")
         seen = imported_hashes(database)
         kept = []
         for chat in chats:

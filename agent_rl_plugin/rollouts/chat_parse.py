@@ -226,7 +226,7 @@ def parse_chat(obj: Any, line: int, task_key: str | None = None) -> ChatLine:
     context = list(messages[:first_reply])
     task_id = _id_text(body.get("task_id"), "task_id")
     if task_id is None and task_key:
-        task_id = _id_text(_lookup(body, task_key), f"the value at --task-key {task_key}")
+        task_id = _id_text(_lookup(body, task_key), f"the value at task_key {task_key!r}")
     if task_id is None:
         task_id = "chat-" + content_hash(context)[:12]
     last = next(step for step in reversed(steps) if isinstance(step, LlmStep))

@@ -18,11 +18,12 @@ import os
 import sys
 from types import ModuleType
 from typing import Any, Callable
+from agent_rl_plugin.errors import AgentRLError
 
-EXAMPLE = "agent-rl rollouts run my_agent:run --tasks tasks.jsonl"
+EXAMPLE = "agent-rl rollouts run my_agent:run"
 
 
-class AgentLoadError(ValueError):
+class AgentLoadError(AgentRLError, ValueError):
     """The agent could not be found or is not callable; ``hint`` says the fix."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:

@@ -47,11 +47,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from agent_rl_plugin import tracing
+import agent_rl_plugin.tracing as tracing
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation.context import rollout
 from agent_rl_plugin.instrumentation.spans import capture_content, current_recording_span, set_attributes, to_json_text
-from agent_rl_plugin.rollouts.agent_call import RolloutTimeout, agent_kind, call_async, call_in_thread, wait_with_deadline
+from agent_rl_plugin.rollouts.agent_call import (
+    RolloutTimeout,
+    agent_kind,
+    call_async,
+    call_in_thread,
+    wait_with_deadline,
+)
 from agent_rl_plugin.rollouts.tasks import load_tasks, rollout_seed, store_tasks, task_payload, use_database
 from agent_rl_plugin.semconv import ROLLOUT_INPUT, ROLLOUT_OUTPUT
 from agent_rl_plugin.serialize import safe_repr

@@ -1,14 +1,16 @@
 """Tasks for the runner, and the database the runner and the chat import record into.
 
-* :func:`load_tasks` accepts a task file (parsed by ``agent-rl tasks import``'s own parser,
-  :func:`agent_rl_plugin.cli.tasks.parse_tasks_file`: JSONL, JSON or CSV), or a list of
-  :class:`~agent_rl_plugin.cli.tasks.TaskRow` objects or dicts (``task_id`` required,
+* :func:`load_tasks` accepts a task file (parsed by
+  :func:`agent_rl_plugin.rollouts.task_io.parse_tasks_file`, as ``agent-rl tasks import`` does:
+  JSONL, JSON or CSV), or a list of
+  :class:`~agent_rl_plugin.rollouts.task_io.TaskRow` objects or dicts (``task_id`` required,
   ``prompt``, ``ground_truth`` or ``answer``, ``metadata``, other keys into ``metadata``). Bad
   lines or items, and a ``task_id`` given twice, raise :class:`TaskFileError` naming each.
 * :func:`task_payload` is the dict an agent receives.
 * :func:`use_database` points recording at a file; :func:`store_tasks` writes the tasks into
-  its ``tasks`` table through :func:`agent_rl_plugin.store.connect_writer` (a cursor of this
-  process's live exporter when it writes that file).
+  its ``tasks`` table (:func:`agent_rl_plugin.rollouts.task_io.write_tasks`, through
+  :func:`agent_rl_plugin.store.connect_writer`: a cursor of this process's live exporter when it
+  writes that file).
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ import hashlib
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
-from agent_rl_plugin import tracing
+import agent_rl_plugin.tracing as tracing
+from agent_rl_plugin.rollouts.task_io import (
+    BadLine,
+    TaskFileError,
+    TaskRow,
+    parse_tasks_file,
+    task_from_object,
+    write_tasks,
+)
 
 MAX_REPORTED = 10
-
-
-class TaskFileError(ValueError):
-    """Bad tasks (a bad line, a missing file, a repeated ``task_id``); ``hint`` says the fix."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 def describe_bad(source: str, bad: Sequence[Any], unit: str = "line") -> str:
@@ -38,17 +40,11 @@ def describe_bad(source: str, bad: Sequence[Any], unit: str = "line") -> str:
     return f"{len(bad)} bad {unit}{'s' if len(bad) != 1 else ''} in {source}: {shown}{more}"
 
 
-def load_tasks(tasks: str | os.PathLike[str] | Iterable[Any]) -> list[Any]:
-    """The tasks as :class:`~agent_rl_plugin.cli.tasks.TaskRow` objects (see the module
+def load_tasks(tasks: str | os.PathLike[str] | Iterable[Any]) -> list[TaskRow]:
+    """The tasks as :class:`~agent_rl_plugin.rollouts.task_io.TaskRow` objects (see the module
     contract); an empty file or list gives ``[]``."""
-    from agent_rl_plugin.cli.common import UserError
-    from agent_rl_plugin.cli.tasks import BadLine, TaskRow, parse_tasks_file, task_from_object
-
     if isinstance(tasks, (str, os.PathLike)):
-        try:
-            rows, bad = parse_tasks_file(tasks)
-        except UserError as exc:
-            raise TaskFileError(str(exc), exc.hint) from None
+        rows, bad = parse_tasks_file(tasks)
         if bad:
             raise TaskFileError(describe_bad(os.fspath(tasks), bad), "fix those lines (one JSON object per line with a task_id)")
         unit = "line"
@@ -87,7 +83,7 @@ def rollout_seed(seed: int | None, task_id: str, sample_index: int) -> int | Non
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-def task_payload(row: Any, sample_index: int, seed: int | None) -> dict[str, Any]:
+def task_payload(row: TaskRow, sample_index: int, seed: int | None) -> dict[str, Any]:
     """The dict an agent receives: ``task_id``, ``prompt``, ``ground_truth``, ``metadata``,
     ``sample_index`` (0 .. group_size-1) and ``seed`` (``None`` unless the run has a seed).
     A fresh copy for each rollout, so an agent may change it."""
@@ -116,10 +112,21 @@ def use_database(db: str | os.PathLike[str] | None) -> str | None:
     return config.db_path if config.enable_rl else None
 
 
-def store_tasks(rows: Sequence[Any], db: str | None) -> None:
+def store_tasks(rows: Sequence[TaskRow], db: str | None) -> None:
     """Insert or replace ``rows`` in ``db``'s ``tasks`` table (nothing when ``db`` is None)."""
     if db is None or not rows:
         return
-    from agent_rl_plugin.cli.tasks import write_tasks
-
     write_tasks(db, list(rows))
+
+
+__all__ = [
+    "BadLine",
+    "TaskFileError",
+    "TaskRow",
+    "describe_bad",
+    "load_tasks",
+    "rollout_seed",
+    "store_tasks",
+    "task_payload",
+    "use_database",
+]

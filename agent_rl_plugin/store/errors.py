@@ -19,6 +19,7 @@ import re
 import duckdb
 
 from agent_rl_plugin.store.holders import describe_holder
+from agent_rl_plugin.errors import AgentRLError
 
 LOCK_FIX = (
     "wait for it to finish and try again, or close its connection (a Python session that keeps "
@@ -30,7 +31,7 @@ _PID = re.compile(r"PID (\d+)")
 _HOLDER = re.compile(r"lock is held in (.+?) \(PID")
 
 
-class StoreError(Exception):
+class StoreError(AgentRLError):
     """A store problem the user can fix; ``str(error)`` says what happened and how to fix it."""
 
     def __init__(self, message: str, path: str | None = None) -> None:

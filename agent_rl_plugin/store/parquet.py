@@ -31,6 +31,7 @@ import duckdb
 
 from agent_rl_plugin.store.connection import open_reader
 from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
+from agent_rl_plugin.errors import AgentRLError
 
 PARTITION_COLUMNS = ("date", "service")
 
@@ -40,7 +41,7 @@ _SELECT = (
 )
 
 
-class ParquetExportError(ValueError):
+class ParquetExportError(AgentRLError, ValueError):
     """The export cannot run as asked; ``str(error)`` says why and what to do."""
 
 
@@ -55,7 +56,7 @@ def select_sql(where: str | None = None) -> str:
     try:
         return check_condition(where, _SELECT + " WHERE ({where})")
     except SqlRefused as exc:
-        raise ParquetExportError(f"--where must be one read-only condition over the spans columns: {exc}") from None
+        raise ParquetExportError(f"the where condition must be one read-only condition over the spans columns: {exc}") from None
     except UserSqlError as exc:
         raise ParquetExportError(f"--where is not a valid SQL condition: {exc}") from None
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agent_rl_plugin.errors import AgentRLError
+
 SPOOL_SUFFIX = ".spool"
 SPANS_SUFFIX = ".spans.parquet"
 REWARDS_SUFFIX = ".rewards.parquet"
@@ -125,7 +127,7 @@ def _write_parquet(table: pa.Table, final_path: str) -> None:
         raise
 
 
-class SpoolNotPrivate(PermissionError):
+class SpoolNotPrivate(AgentRLError, PermissionError):
     """The spool folder exists but another user owns it or others may write into it."""
 
 

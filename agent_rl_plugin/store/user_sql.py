@@ -47,6 +47,7 @@ from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock
 from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait
 from agent_rl_plugin.store.reading import overlay_unmerged
 from agent_rl_plugin.store.spool import list_segments, spool_dir
+from agent_rl_plugin.errors import AgentRLError
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -83,12 +84,9 @@ SQL_HINT = ("tables and views: spans, rewards, rollouts, steps, llm_calls, tool_
             "(see docs/schema.md)")
 
 
-class UserSqlError(ValueError):
+class UserSqlError(AgentRLError, ValueError):
     """User SQL refused or failed; ``str(error)`` says why, ``hint`` the fix."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 class SqlRefused(UserSqlError):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from agent_rl_plugin.errors import AgentRLError
+
 #: Default for the encoded attributes of one span (characters): 32 values at the default
 #: ``max_attribute_size`` of 32,768.
 MAX_SPAN_ATTRIBUTES_SIZE = 1_048_576
@@ -26,7 +28,7 @@ DROPPED_ATTRIBUTES = "agent_rl.attributes.dropped"
 _OWN_PREFIXES = ("agent_rl.", "gen_ai.")
 
 
-class InvalidSpan(ValueError):
+class InvalidSpan(AgentRLError, ValueError):
     """A span that cannot be stored as it is; the message says why."""
 
 

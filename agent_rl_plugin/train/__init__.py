@@ -11,7 +11,11 @@
 * :func:`merge_adapter`: a merged model that loads with plain transformers;
 * :func:`implicit_reward_accuracy`: held-out preference accuracy of the implicit reward;
 * :func:`record_training_run`: a run and its logged metrics into ``training_runs`` / ``training_metrics``;
-* :func:`build_tiny_model`: a tiny offline Qwen2 + tokenizer for demos and tests.
+* :func:`build_tiny_model`: a tiny offline Qwen2 + tokenizer for demos and tests;
+* :func:`run_kto`, :func:`run_grpo_online`, :func:`run_grpo_offline`: data from the store,
+  training and the record in one call (what ``agent-rl train`` and the demo do);
+* :func:`train_options`: the declared options of a config class (one declaration per option,
+  from which the CLI options, the config-file schema and the docs table are generated).
 
 Each trainer returns a :class:`TrainResult`. Importing this package does not import
 torch/TRL; they load when a function runs (names resolve lazily).
@@ -47,6 +51,10 @@ _EXPORTS = {
     "merge_adapter": "agent_rl_plugin.train.export",
     "record_training_run": "agent_rl_plugin.train.records",
     "build_tiny_model": "agent_rl_plugin.train.tiny",
+    "run_kto": "agent_rl_plugin.train.runs",
+    "run_grpo_online": "agent_rl_plugin.train.runs",
+    "run_grpo_offline": "agent_rl_plugin.train.runs",
+    "train_options": "agent_rl_plugin.train.fields",
     "build_tokenizer": "agent_rl_plugin.train.tiny",
 }
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_rl_plugin.train.config import TrainConfigError
+from agent_rl_plugin.errors import AgentRLError
 
 
-class TrainError(ValueError):
+class TrainError(AgentRLError, ValueError):
     """The data or setup cannot be trained on (e.g. only one label class)."""
 
 

@@ -1,6 +1,8 @@
-"""Configuration of the trainers: one dataclass per method, help text on every field
-(``dataclasses.fields(cls)[i].metadata["help"]``) and validation in ``__post_init__`` raising
-:class:`TrainConfigError` (a ``ValueError``) with a message that names the field.
+"""Configuration of the trainers: one dataclass per method, each field declared once with
+:func:`~agent_rl_plugin.train.fields.option` (help text, command-line flag, allowed values; the
+CLI options, the config-file schema and the docs table are generated from it) and validation
+in ``__post_init__`` raising :class:`TrainConfigError` (a ``ValueError``) with a message that
+names the field.
 
 * :class:`LoRATrainConfig`: what every method shares (model, output, optimiser, LoRA,
   precision, checkpoints);
@@ -26,15 +28,18 @@ is 1).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Union
+
+from agent_rl_plugin.train.fields import check_choices, option
+from agent_rl_plugin.errors import AgentRLError
 
 RATIO_LOW = 1.0
 RATIO_HIGH = 4.0 / 3.0
 RATIO_TARGET = 7.0 / 6.0
 
 
-class TrainConfigError(ValueError):
+class TrainConfigError(AgentRLError, ValueError):
     """A training configuration value is invalid."""
 
 
@@ -50,12 +55,6 @@ def balanced_weights(n_desirable: int, n_undesirable: int) -> tuple[float, float
     return RATIO_TARGET * n_undesirable / n_desirable, 1.0
 
 
-def _help(text: str, default=None, factory=None):
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": text})
-    return field(default=default, metadata={"help": text})
-
-
 def _positive_int(name: str, value, minimum: int = 1) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
         raise TrainConfigError(f"{name} must be an integer >= {minimum} or None, got {value!r}")
@@ -65,34 +64,52 @@ def _positive_int(name: str, value, minimum: int = 1) -> None:
 class LoRATrainConfig:
     """Fields every trainer shares. Subclasses add their method's fields."""
 
-    model: str = _help("Base model: a local directory or a Hugging Face model name (loaded with from_pretrained).")
-    output_dir: str = _help("Directory for checkpoints, logs and the saved LoRA adapter (<output_dir>/adapter).")
-    learning_rate: float = _help("Peak learning rate of the LoRA parameters.", 5e-5)
-    epochs: float = _help("Number of passes over the dataset (ignored when max_steps is set).", 1.0)
-    max_steps: Optional[int] = _help("Stop after this many optimizer steps (None: use epochs).", None)
-    batch_size: Optional[int] = _help("Per-device train batch size (None: from the hardware profile).", None)
-    gradient_accumulation_steps: Optional[int] = _help(
-        "Batches accumulated per optimizer step (None: from the hardware profile).", None
+    model: str = option(
+        help="Base model: a local directory (saved with save_pretrained) or a Hugging Face model name.",
+        flag="--model", short="-m", required=True,
     )
-    lora_r: Optional[int] = _help("LoRA rank (None: from the hardware profile).", None)
-    lora_alpha: Optional[float] = _help("LoRA alpha, scale = alpha / r (None: 2 * lora_r).", None)
-    lora_dropout: float = _help("Dropout on the LoRA input, in [0, 1).", 0.0)
-    target_modules: Optional[list[str]] = _help(
-        "Module names that get LoRA adapters (None: 'all-linear', every linear layer but the output head).",
+    output_dir: str = option(
+        help="Directory for checkpoints, logs and the saved LoRA adapter (<output_dir>/adapter).",
+        flag="--out", short="-o", required=True,
+    )
+    learning_rate: float = option(5e-5, help="Peak learning rate of the LoRA parameters.", flag="--lr")
+    epochs: float = option(1.0, help="Number of passes over the dataset (ignored when max_steps is set).", flag="--epochs")
+    max_steps: Optional[int] = option(
+        None, help="Stop after this many optimizer steps (None: use epochs).", flag="--max-steps"
+    )
+    batch_size: Optional[int] = option(
+        None, help="Per-device train batch size (None: from the hardware profile).", flag="--batch-size"
+    )
+    gradient_accumulation_steps: Optional[int] = option(
+        None, help="Batches accumulated per optimizer step (None: from the hardware profile)."
+    )
+    lora_r: Optional[int] = option(None, help="LoRA rank (None: from the hardware profile).", flag="--lora-r")
+    lora_alpha: Optional[float] = option(None, help="LoRA alpha, scale = alpha / r (None: 2 * lora_r).")
+    lora_dropout: float = option(0.0, help="Dropout on the LoRA input, in [0, 1).")
+    target_modules: Optional[list[str]] = option(
+        None, help="Module names that get LoRA adapters (None: 'all-linear', every linear layer but the output head)."
+    )
+    max_length: Optional[int] = option(1024, help="Truncate prompt + completion to this many tokens (None: no limit).")
+    seed: int = option(42, help="Random seed of the trainer (data order, LoRA init, sampling).")
+    use_cpu: Optional[bool] = option(None, help="Train on CPU (None: auto, CPU when no GPU is available).")
+    bf16: Optional[bool] = option(None, help="Use bf16 mixed precision (None: auto, when the GPU supports it).")
+    logging_steps: int = option(1, help="Log metrics every this many steps.")
+    save_strategy: str = option(
+        "no", help="When the trainer saves checkpoints: 'no', 'steps' or 'epoch'.", choices=("no", "steps", "epoch")
+    )
+    save_steps: int = option(
+        500, help="Save a checkpoint every this many steps (when save_strategy is 'steps').",
+        flag="--save-steps", implies={"save_strategy": "steps"},
+    )
+    save_total_limit: Optional[int] = option(None, help="Keep at most this many checkpoints (None: all).")
+    resume_from_checkpoint: Union[bool, str, None] = option(
         None,
+        help="Resume from a checkpoint: a checkpoint directory, or 'latest' (True) for the newest one under output_dir.",
+        flag="--resume",
     )
-    max_length: Optional[int] = _help("Truncate prompt + completion to this many tokens (None: no limit).", 1024)
-    seed: int = _help("Random seed of the trainer (data order, LoRA init, sampling).", 42)
-    use_cpu: Optional[bool] = _help("Train on CPU (None: auto, CPU when no GPU is available).", None)
-    bf16: Optional[bool] = _help("Use bf16 mixed precision (None: auto, when the GPU supports it).", None)
-    logging_steps: int = _help("Log metrics every this many steps.", 1)
-    save_strategy: str = _help("When the trainer saves checkpoints: 'no', 'steps' or 'epoch'.", "no")
-    save_steps: int = _help("With save_strategy='steps': save a checkpoint every this many steps.", 500)
-    save_total_limit: Optional[int] = _help("Keep at most this many checkpoints (None: all).", None)
-    resume_from_checkpoint: Union[bool, str, None] = _help(
-        "Resume from a checkpoint: a checkpoint directory, or True for the latest under output_dir.", None
+    report_to: list[str] = option(
+        help="Experiment trackers for the trainer (e.g. ['wandb']); [] for none.", factory=list
     )
-    report_to: list[str] = _help("Experiment trackers for the trainer (e.g. ['wandb']); [] for none.", factory=list)
 
     def __post_init__(self) -> None:
         if not self.model or not str(self.model).strip():
@@ -124,8 +141,7 @@ class LoRATrainConfig:
             raise TrainConfigError(f"max_length must be >= 2 or None, got {self.max_length}")
         if self.logging_steps < 1:
             raise TrainConfigError(f"logging_steps must be >= 1, got {self.logging_steps}")
-        if self.save_strategy not in ("no", "steps", "epoch"):
-            raise TrainConfigError(f"save_strategy must be 'no', 'steps' or 'epoch', got {self.save_strategy!r}")
+        check_choices(self, TrainConfigError)
         _positive_int("save_steps", self.save_steps)
         _positive_int("save_total_limit", self.save_total_limit)
         if isinstance(self.resume_from_checkpoint, str):
@@ -191,12 +207,14 @@ class LoRATrainConfig:
 class KTOTrainConfig(LoRATrainConfig):
     """What :func:`~agent_rl_plugin.train.train_kto` trains and how (see the module doc)."""
 
-    beta: float = _help("KTO beta: strength of the implicit KL penalty against the reference model (> 0).", 0.1)
-    desirable_weight: Optional[float] = _help(
-        "Loss weight of desirable rows (None: balanced from the label counts, see balanced_weights).", None
+    beta: float = option(
+        0.1, help="KTO beta: strength of the implicit KL penalty against the reference model (> 0).", flag="--beta"
     )
-    undesirable_weight: Optional[float] = _help(
-        "Loss weight of undesirable rows (None: 1, or balanced with desirable_weight).", None
+    desirable_weight: Optional[float] = option(
+        None, help="Loss weight of desirable rows (None: balanced from the label counts, see balanced_weights)."
+    )
+    undesirable_weight: Optional[float] = option(
+        None, help="Loss weight of undesirable rows (None: 1, or balanced with desirable_weight)."
     )
 
     def __post_init__(self) -> None:

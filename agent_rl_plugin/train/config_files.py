@@ -12,11 +12,15 @@ File layout (YAML ``.yaml``/``.yml`` read with ``yaml.safe_load``; TOML ``.toml`
 
 Contract:
 
-* Methods and their configs: ``kto`` -> :class:`~agent_rl_plugin.train.config.KTOTrainConfig`,
-  ``grpo`` -> :class:`~agent_rl_plugin.train.grpo_config.GRPOTrainConfig`, ``offline_grpo`` ->
+* Methods and their configs (:mod:`agent_rl_plugin.train.methods`): ``kto`` ->
+  :class:`~agent_rl_plugin.train.config.KTOTrainConfig`, ``grpo`` ->
+  :class:`~agent_rl_plugin.train.grpo_config.GRPOTrainConfig`, ``offline_grpo`` ->
   :class:`~agent_rl_plugin.train.grpo_config.OfflineGRPOTrainConfig`, ``gigpo`` -> the offline
   config with ``advantage_level='step'`` (``-`` and ``_`` are interchangeable in method and key
   names).
+* The schema is generated from the config class (:func:`schema`): the keys are its fields, the
+  types their annotations, and a field declared with ``choices`` accepts only those values
+  (:func:`agent_rl_plugin.train.fields.option`).
 * Values are merged from the top level, then the ``train`` table, then the method's table (a
   later place wins), then ``overrides`` (CLI flags; ``None`` values are ignored). Tables named by
   another method are ignored, so one file can hold a section per method; when neither the file
@@ -25,7 +29,8 @@ Contract:
   (``offline_grpo`` and ``gigpo`` agree, giving ``gigpo``); otherwise, and for an unknown key, a
   value of the wrong type or a config that fails validation,
   :class:`~agent_rl_plugin.train.config.TrainConfigError` is raised naming the file and the field
-  (unknown keys come with the closest valid name and the list of valid names).
+  (unknown keys come with the closest valid name and the list of valid names; a value outside a
+  field's choices with the allowed values).
 * Coercion: YAML 1.1 and TOML quirks are absorbed: ``"1e-5"`` (a string in YAML) becomes a float,
   ``3.0`` or ``"3"`` an int field's 3, ``"yes"``/``"false"`` a bool, ``"none"``/``"null"`` (TOML has
   no null) ``None`` for a field that accepts it, a single string a one-element list, and YAML's
@@ -48,51 +53,23 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping, Union
 
-from agent_rl_plugin.train.config import KTOTrainConfig, TrainConfigError
-from agent_rl_plugin.train.grpo_config import GRPOTrainConfig, OfflineGRPOTrainConfig
+from agent_rl_plugin.train.config import TrainConfigError
+from agent_rl_plugin.train.fields import REQUIRED, TrainOption, train_options
+from agent_rl_plugin.train.methods import (
+    METHODS,
+    PRESETS,
+    AnyTrainConfig,
+    method_of_config,
+    normalize_method,
+)
 
-AnyTrainConfig = Union[KTOTrainConfig, GRPOTrainConfig, OfflineGRPOTrainConfig]
-
-#: Method name -> config class.
-METHODS: dict[str, type] = {
-    "kto": KTOTrainConfig,
-    "grpo": GRPOTrainConfig,
-    "offline_grpo": OfflineGRPOTrainConfig,
-    "gigpo": OfflineGRPOTrainConfig,
-}
 #: Method names that may be given for the same config (``gigpo`` is offline GRPO at step level).
 _COMPATIBLE = {("offline_grpo", "gigpo"): "gigpo", ("gigpo", "offline_grpo"): "gigpo"}
 YAML_SUFFIXES = (".yaml", ".yml")
 TOML_SUFFIXES = (".toml",)
 _NONE_WORDS = ("none", "null", "~")
-#: Fields without a usable default: a template leaves them empty for the user to fill.
-REQUIRED = ("model", "output_dir")
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
-
-
-# -- method names -----------------------------------------------------------------------------
-
-
-def normalize_method(method: str) -> str:
-    """The canonical method name (``kto``, ``grpo``, ``offline_grpo`` or ``gigpo``)."""
-    name = str(method).strip().lower().replace("-", "_")
-    if name == "offline":
-        name = "offline_grpo"
-    if name not in METHODS:
-        raise TrainConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return name
-
-
-def method_of_config(config: Any) -> str:
-    """The method name a config object trains (``gigpo`` for offline step-level advantages)."""
-    if isinstance(config, OfflineGRPOTrainConfig):
-        return "gigpo" if config.advantage_level == "step" else "offline_grpo"
-    if isinstance(config, GRPOTrainConfig):
-        return "grpo"
-    if isinstance(config, KTOTrainConfig):
-        return "kto"
-    raise TypeError(f"not a training config: {type(config).__name__}")
 
 
 def _agree(from_caller: str | None, from_file: str | None, path: str) -> str | None:
@@ -143,9 +120,10 @@ def _key(name: Any) -> str:
     return str(name).strip().replace("-", "_")
 
 
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+def schema(method: str) -> dict[str, TrainOption]:
+    """The keys a config file of ``method`` may hold (every field of its config class, the
+    method's preset fields included) -> their declaration (type, allowed values)."""
+    return {o.name: o for o in train_options(METHODS[normalize_method(method)])}
 
 
 def _unknown_keys_error(unknown: list[str], valid: list[str], method: str, where: str) -> TrainConfigError:
@@ -263,7 +241,7 @@ def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[st
     if resolved is None:
         raise TrainConfigError(
             f"{path}: no training method: add `method: kto|grpo|offline_grpo|gigpo` to the file, "
-            "or name it on the command line (agent-rl train <method> --config FILE)"
+            "or name it (the method argument; on the command line, agent-rl train <method>)"
         )
     values = dict(top)
     for name in tables:
@@ -285,18 +263,24 @@ def build_config(
     raises :class:`TrainConfigError` for unknown keys, wrong types and invalid values."""
     method = normalize_method(method)
     cls = METHODS[method]
-    types = _field_types(cls)
+    options = schema(method)
     values = {_key(k): v for k, v in values.items()}
-    unknown = [k for k in values if k not in types]
+    unknown = [k for k in values if k not in options]
     if unknown:
-        raise _unknown_keys_error(unknown, list(types), method, where)
-    kwargs = {name: coerce_value(name, value, types[name]) for name, value in values.items()}
-    if method == "gigpo":
-        level = kwargs.setdefault("advantage_level", "step")
-        if level != "step":
+        raise _unknown_keys_error(unknown, list(options), method, where)
+    kwargs = {name: coerce_value(name, value, options[name].type) for name, value in values.items()}
+    for name, value in kwargs.items():
+        choices = options[name].choices
+        if choices and value not in choices:
             raise TrainConfigError(
-                f"{where}: advantage_level {level!r} contradicts method 'gigpo' (step-level advantages); "
-                "use method offline_grpo for episode-level advantages"
+                f"{where}: {name}: expected one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+            )
+    for name, preset in PRESETS.get(method, {}).items():
+        value = kwargs.setdefault(name, preset)
+        if value != preset:
+            raise TrainConfigError(
+                f"{where}: {name} {value!r} contradicts method {method!r}, which sets {name}={preset!r}; "
+                f"remove {name}, or use another method"
             )
     try:
         return cls(**kwargs)
@@ -381,18 +365,18 @@ def _render(method: str, cls: type, values: Mapping[str, Any], fmt: str, *, comm
                   " from the detected hardware or derived (see the help of each field).", ""]
     sep = " = " if fmt == "toml" else ": "
     lines.append(f"method{sep}{_toml_value(method) if fmt == 'toml' else method}")
-    defaults = {f.name: f for f in dataclasses.fields(cls)}
+    options = {o.name: o for o in train_options(cls)}
     for name, value in values.items():
-        f = defaults[name]
+        declared = options[name]
         if comments:
             lines.append("")
-            lines.append(f"# {f.metadata.get('help', '')}")
-        if value is None and comments and name in REQUIRED:
+            lines.append(f"# {declared.help}")
+        if value is None and comments and declared.required:
             lines.append(f'{name}{sep}""  # required')
         elif value is None:
             if fmt == "yaml":
                 lines.append(f"{name}: null")
-            elif f.default is None:
+            elif declared.default is None:
                 lines.append(f"# {name} = none (the default)")
             else:
                 lines.append(f'{name} = "none"')  # TOML has no null; load_config_file reads "none" as None
@@ -422,14 +406,8 @@ def config_template(method: str, fmt: str = "yaml", values: Mapping[str, Any] | 
     method = normalize_method(method)
     fmt = _format(Path("template"), fmt)
     cls = METHODS[method]
-    fields = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            fields[f.name] = f.default
-        else:
-            fields[f.name] = f.default_factory()  # type: ignore[misc]
-    if method == "gigpo":
-        fields["advantage_level"] = "step"
+    fields = {o.name: None if o.default is REQUIRED else o.default for o in train_options(cls)}
+    fields.update(PRESETS.get(method, {}))
     given = {_key(k): v for k, v in (values or {}).items()}
     unknown = [k for k in given if k not in fields]
     if unknown:
@@ -440,6 +418,7 @@ def config_template(method: str, fmt: str = "yaml", values: Mapping[str, Any] | 
 
 __all__ = [
     "METHODS",
+    "PRESETS",
     "build_config",
     "coerce_value",
     "config_template",
@@ -447,4 +426,5 @@ __all__ = [
     "load_config_file",
     "method_of_config",
     "normalize_method",
+    "schema",
 ]

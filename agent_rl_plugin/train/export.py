@@ -25,6 +25,7 @@ import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
+from agent_rl_plugin.errors import AgentRLError
 
 ADAPTER_CONFIG = "adapter_config.json"
 #: Files of a trainer checkpoint that an adapter-only export leaves out.
@@ -33,7 +34,7 @@ _TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model"
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
-class ExportError(ValueError):
+class ExportError(AgentRLError, ValueError):
     """An export that cannot be done as asked; ``hint`` says how to fix it."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from agent_rl_plugin.train.config import LoRATrainConfig, TrainConfigError, _help
+from agent_rl_plugin.train.config import LoRATrainConfig, TrainConfigError
+from agent_rl_plugin.train.fields import option
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -34,23 +35,35 @@ class GRPOTrainConfig(LoRATrainConfig):
     scores them with reward functions (reward plugins wrapped by
     :func:`agent_rl_plugin.train.reward_funcs.reward_functions`)."""
 
-    num_generations: int = _help("Completions sampled per prompt (one GRPO group); >= 2.", 8)
-    max_completion_length: int = _help("Maximum new tokens per sampled completion.", 64)
-    temperature: float = _help("Sampling temperature of the generations (> 0).", 1.0)
-    top_p: float = _help("Nucleus sampling probability mass, in (0, 1].", 1.0)
-    beta: float = _help("KL coefficient against the adapter-disabled base model (0: no KL term, no reference pass).", 0.0)
-    epsilon: float = _help("Lower clipping range of the importance ratio (PPO epsilon).", 0.2)
-    epsilon_high: Optional[float] = _help("Upper clipping range (None: same as epsilon; DAPO uses 0.28).", None)
-    loss_type: str = _help("TRL loss normalisation: 'grpo', 'dapo', 'dr_grpo' or 'bnpo'.", "dapo")
-    scale_rewards: str = _help("Advantage scaling: 'group' (divide by the group's std), 'batch' or 'none'.", "group")
-    num_iterations: int = _help("Optimisation passes per generated batch (mu in the GRPO paper).", 1)
-    mask_truncated_completions: bool = _help(
-        "Leave completions cut at max_completion_length out of the loss (TRL's default is False).", False
+    num_generations: int = option(
+        8, help="Completions sampled per prompt (one GRPO group); >= 2.", flag="--num-generations"
     )
-    reward_weights: Optional[list[float]] = _help(
-        "Weight of each reward function, in order (None: all 1).", None
+    max_completion_length: int = option(
+        64, help="Maximum new tokens per sampled completion.", flag="--max-completion-length"
     )
-    log_completions: bool = _help("Log a sample of completions and rewards at each logging step.", False)
+    temperature: float = option(1.0, help="Sampling temperature of the generations (> 0).", flag="--temperature")
+    top_p: float = option(1.0, help="Nucleus sampling probability mass, in (0, 1].")
+    beta: float = option(
+        0.0, help="KL coefficient against the adapter-disabled base model (0: no KL term, no reference pass).",
+        flag="--beta",
+    )
+    epsilon: float = option(0.2, help="Lower clipping range of the importance ratio (PPO epsilon).", flag="--epsilon")
+    epsilon_high: Optional[float] = option(None, help="Upper clipping range (None: same as epsilon; DAPO uses 0.28).")
+    loss_type: str = option(
+        "dapo", help="TRL loss normalisation: 'grpo', 'dapo', 'dr_grpo' or 'bnpo'.", choices=LOSS_TYPES
+    )
+    scale_rewards: str = option(
+        "group", help="Advantage scaling: 'group' (divide by the group's std), 'batch' or 'none'.",
+        choices=SCALE_REWARDS,
+    )
+    num_iterations: int = option(1, help="Optimisation passes per generated batch (mu in the GRPO paper).")
+    mask_truncated_completions: bool = option(
+        False, help="Leave completions cut at max_completion_length out of the loss (TRL's default is False)."
+    )
+    reward_weights: Optional[list[float]] = option(
+        None, help="Weight of each reward function, in order (None: all 1)."
+    )
+    log_completions: bool = option(False, help="Log a sample of completions and rewards at each logging step.")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,10 +79,6 @@ class GRPOTrainConfig(LoRATrainConfig):
         if not 0 < self.top_p <= 1:
             raise TrainConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         _check_clip(self)
-        if self.loss_type not in LOSS_TYPES:
-            raise TrainConfigError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
-        if self.scale_rewards not in SCALE_REWARDS:
-            raise TrainConfigError(f"scale_rewards must be one of {', '.join(SCALE_REWARDS)}, got {self.scale_rewards!r}")
         if self.num_iterations < 1:
             raise TrainConfigError(f"num_iterations must be >= 1, got {self.num_iterations}")
         if self.reward_weights is not None:
@@ -86,44 +95,46 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
     """Offline GRPO / GiGPO on logged completions with precomputed advantages: a clipped
     policy-gradient loss (see :mod:`agent_rl_plugin.train.offline` and ``docs/training.md``)."""
 
-    advantage_level: str = _help(
-        "'episode': one advantage per logged completion (GRPO groups); 'step': one per LLM call (GiGPO).",
+    advantage_level: str = option(
         "episode",
+        help="'episode': one advantage per logged completion (GRPO groups); 'step': one per LLM call (GiGPO).",
+        flag="--level", choices=ADVANTAGE_LEVELS,
     )
-    epsilon: float = _help("Lower clipping range of the importance ratio (used when behaviour log-probs were logged).", 0.2)
-    epsilon_high: Optional[float] = _help("Upper clipping range (None: same as epsilon).", None)
-    beta: float = _help("KL coefficient against the adapter-disabled base model (0: no KL term).", 0.0)
-    loss_normalization: str = _help(
-        "'token': mean over every trained token of the batch (DAPO); 'sequence': mean per completion, then over completions (GRPO).",
+    epsilon: float = option(
+        0.2, help="Lower clipping range of the importance ratio (used when behaviour log-probs were logged).",
+        flag="--epsilon",
+    )
+    epsilon_high: Optional[float] = option(None, help="Upper clipping range (None: same as epsilon).")
+    beta: float = option(
+        0.0, help="KL coefficient against the adapter-disabled base model (0: no KL term).", flag="--beta"
+    )
+    loss_normalization: str = option(
         "token",
+        help="'token': mean over every trained token of the batch (DAPO); "
+        "'sequence': mean per completion, then over completions (GRPO).",
+        choices=LOSS_NORMALIZATIONS,
     )
-    train_tool_tokens: bool = _help(
-        "Also train on tool results and other non-assistant tokens of the completion (default False: they are masked out).",
+    train_tool_tokens: bool = option(
         False,
+        help="Also train on tool results and other non-assistant tokens of the completion "
+        "(default False: they are masked out).",
     )
-    use_behaviour_logprobs: bool = _help(
-        "Use logged behaviour log-probs (old_logprobs) for the importance ratio when present and aligned with the tokens.",
+    use_behaviour_logprobs: bool = option(
         True,
+        help="Use logged behaviour log-probs (old_logprobs) for the importance ratio when present "
+        "and aligned with the tokens.",
     )
-    measure_examples: int = _help(
-        "After training, measure the mean token log-prob of up to this many positive- and negative-advantage "
-        "examples under the base and the trained adapter (TrainResult.extra['logprobs']); 0: skip.",
+    measure_examples: int = option(
         256,
+        help="After training, measure the mean token log-prob of up to this many positive- and negative-advantage "
+        "examples under the base and the trained adapter (TrainResult.extra['logprobs']); 0: skip.",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.measure_examples, bool) or not isinstance(self.measure_examples, int) or self.measure_examples < 0:
             raise TrainConfigError(f"measure_examples must be an integer >= 0, got {self.measure_examples!r}")
-        if self.advantage_level not in ADVANTAGE_LEVELS:
-            raise TrainConfigError(
-                f"advantage_level must be 'episode' (GRPO) or 'step' (GiGPO), got {self.advantage_level!r}"
-            )
         _check_clip(self)
-        if self.loss_normalization not in LOSS_NORMALIZATIONS:
-            raise TrainConfigError(
-                f"loss_normalization must be 'token' or 'sequence', got {self.loss_normalization!r}"
-            )
 
 
 __all__ = ["GRPOTrainConfig", "OfflineGRPOTrainConfig"]

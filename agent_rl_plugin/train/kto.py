@@ -42,7 +42,7 @@ def check_kto_dataset(dataset) -> tuple[int, int]:
     if n_desirable == 0 or n_undesirable == 0:
         raise TrainError(
             f"KTO needs both desirable and undesirable examples: {n_desirable} desirable, "
-            f"{n_undesirable} undesirable; change the label rule (--label quantile/group)"
+            f"{n_undesirable} undesirable; change the label rule (quantile or group)"
         )
     return n_desirable, n_undesirable
 

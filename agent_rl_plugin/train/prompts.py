@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from agent_rl_plugin import semconv as sc
+import agent_rl_plugin.semconv as sc
 from agent_rl_plugin.data.conversations import Conversations, conversations
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import arrow, attr, first_line, open_store, query_columns, registered, select_rollouts

@@ -14,6 +14,7 @@ from agent_rl_plugin.rewards.builtin.answer_quality import quality
 from agent_rl_plugin.rewards.builtin.tool_success import ToolSuccess
 from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout
+from agent_rl_plugin.errors import AgentRLError
 
 #: The ``where`` condition ``prepare`` loads training rollouts with.
 LABELLED_WHERE = "rollout_id in (select rollout_id from labels where label in ('good','bad'))"
@@ -26,7 +27,7 @@ FEATURES = (
 _TOOLS = ToolSuccess()
 
 
-class NotEnoughLabels(ValueError):
+class NotEnoughLabels(AgentRLError, ValueError):
     """Too few labelled rollouts, or only one class, to fit the model."""
 
 

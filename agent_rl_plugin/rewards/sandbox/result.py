@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent_rl_plugin.errors import AgentRLError
 
-class SandboxError(RuntimeError):
+
+class SandboxError(AgentRLError, RuntimeError):
     """The sandbox could not be set up (no usable interpreter, a failed mount, ...); the code did
     not run."""
 

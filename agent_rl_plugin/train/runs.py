@@ -1,0 +1,269 @@
+"""Train a method on rollouts chosen from the store (or on a dataset file), record the run, and
+return a summary: what ``agent-rl train kto|grpo|gigpo`` and ``agent-rl demo`` do, callable from
+Python.
+
+* :func:`run_kto`: KTO on ``build_kto_dataset`` rows (labels from the rewards);
+* :func:`run_grpo_online`: online GRPO on prompts mined from the store (or the ``tasks`` table),
+  completions scored by reward plugins;
+* :func:`run_grpo_offline`: offline GRPO (``config.advantage_level == 'episode'``) on logged groups
+  or GiGPO (``'step'``) on logged LLM steps.
+
+Data: ``where`` (a condition over the ``rollouts`` view), ``sql`` (a read-only query returning
+``rollout_id``) or ``dataset_file`` (a JSONL file; such a run is not recorded); at most one.
+The summary is a JSON-ready dict (method, run_id, rows, steps, first/final loss, metrics,
+hardware, adapter_path, output_dir, seconds, what moved).
+
+Errors (:func:`run_errors`): :class:`~agent_rl_plugin.train.common.TrainError` and
+:class:`~agent_rl_plugin.train.config.TrainConfigError` with ``hint`` and ``option`` (the
+argument to change), :class:`~agent_rl_plugin.data.DatasetError` and
+:class:`~agent_rl_plugin.store.StoreError` from the layers below, unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from agent_rl_plugin.store.errors import StoreError
+from agent_rl_plugin.train.common import TrainError
+from agent_rl_plugin.train.config import TrainConfigError
+from agent_rl_plugin.train.inputs import check_model_path, load_jsonl_dataset, with_hint
+from agent_rl_plugin.train.recorded import Report, apply_profile, losses, train_recorded, warn
+
+
+def run_errors() -> tuple[type[Exception], ...]:
+    """The errors a run raises for data or settings it cannot train on (``except run_errors():``)."""
+    # the data package imports its builders (pyarrow, numpy): loaded when a run can fail, not at import
+    from agent_rl_plugin.data.report import DatasetError
+
+    return (TrainError, TrainConfigError, DatasetError, StoreError)
+
+
+def _one_source(**sources: Any) -> None:
+    given = [name for name, value in sources.items() if value]
+    if len(given) > 1:
+        raise with_hint(TrainError(f"give one of {', '.join(sources)}, not several (got {', '.join(given)})"),
+                        None, "source")
+
+
+def _dataset_sql(where: str | None, sql: str | None, dataset_file: str | None) -> str:
+    if dataset_file:
+        return f"file:{os.path.abspath(dataset_file)}"
+    return sql or where or "all rollouts"
+
+
+def _nothing_to_train(what: str, report: Any) -> TrainError:
+    return with_hint(
+        TrainError(f"no {what} to train on: {report.to_dict().get('rollouts', 0)} rollouts matched"),
+        "record and score rollouts first, or widen the selection (where, sql)",
+        "selection",
+    )
+
+
+def _summary(method: str, config: Any, result: Any, run_id: str | None, dataset_sql: str, profile: Any) -> dict[str, Any]:
+    first, final = losses(result)
+    return {
+        "method": method,
+        "run_id": run_id,
+        "model": config.model,
+        "dataset": dataset_sql,
+        "rows": result.n_rows,
+        "steps": result.global_step,
+        "first_loss": first,
+        "final_loss": final,
+        "metrics": result.metrics,
+        "extra": result.extra,
+        "hardware": profile.describe(),
+        "resumed_from": result.resumed_from,
+        "adapter_path": result.adapter_path,
+        "output_dir": result.output_dir,
+        "seconds": round(result.seconds, 2),
+    }
+
+
+def _first_last(history: list[dict], name: str) -> tuple[float, float] | None:
+    values = [e[name] for e in history if isinstance(e.get(name), (int, float))]
+    return (values[0], values[-1]) if values else None
+
+
+def run_kto(
+    config: Any,
+    *,
+    db: str | None = None,
+    where: str | None = None,
+    sql: str | None = None,
+    dataset_file: str | None = None,
+    label_rule: Any = "threshold",
+    weights: Any = None,
+    record: bool = True,
+    progress: bool = True,
+    on_profile: Optional[Report] = None,
+    on_warning: Report = warn,
+) -> dict[str, Any]:
+    """Build the KTO dataset (or read ``dataset_file``), train, record the run; returns the
+    summary, with the label counts and weights. Raises one of :func:`run_errors`."""
+    # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
+    from agent_rl_plugin.data import BuildReport, build_kto_dataset
+    from agent_rl_plugin.train.kto import check_kto_dataset, train_kto
+
+    _one_source(where=where, sql=sql, dataset_file=dataset_file)
+    check_model_path(config.model)
+    report = None
+    if dataset_file:
+        dataset = load_jsonl_dataset(dataset_file)
+    else:
+        report = BuildReport()
+        dataset = build_kto_dataset(db, where=where, sql=sql, label_rule=label_rule, weights=weights, report=report)
+        if len(dataset) == 0:
+            raise _nothing_to_train("KTO rows", report)
+    dataset_sql = _dataset_sql(where, sql, dataset_file)
+    try:
+        n_desirable, n_undesirable = check_kto_dataset(dataset)
+    except TrainError as exc:
+        raise with_hint(
+            TrainError(f"only one label class: {_count(dataset, True)} desirable, {_count(dataset, False)} undesirable"),
+            "KTO needs both; choose another label rule (quantile or group) or another threshold",
+            "label_rule",
+        ) from exc
+    profile = apply_profile(config, on_profile)
+    result, run_id = train_recorded(
+        method="kto", config=config, dataset=dataset, dataset_sql=dataset_sql,
+        record_db=db if (record and not dataset_file) else None, on_warning=on_warning,
+        train=lambda: train_kto(config, dataset, hardware=profile, progress=progress),
+    )
+    summary = _summary("kto", config, result, run_id, dataset_sql, profile)
+    del summary["extra"]
+    summary["labels"] = {"desirable": n_desirable, "undesirable": n_undesirable}
+    summary["weights"] = {"desirable": result.desirable_weight, "undesirable": result.undesirable_weight}
+    summary["build"] = report.to_dict() if report is not None else None
+    return summary
+
+
+def _count(dataset: Any, value: bool) -> int:
+    return sum(1 for x in dataset["label"] if bool(x) == value) if "label" in dataset.column_names else 0
+
+
+def run_grpo_online(
+    config: Any,
+    *,
+    db: str,
+    rewards: dict[str, float],
+    where: str | None = None,
+    sql: str | None = None,
+    tasks: bool = False,
+    record: bool = True,
+    progress: bool = True,
+    on_profile: Optional[Report] = None,
+    on_warning: Report = warn,
+) -> dict[str, Any]:
+    """Online GRPO on prompts from the store (``tasks``: from the ``tasks`` table, ``where``
+    then being a condition over it), scored by the reward plugins ``rewards`` (name ->
+    weight); returns the summary with the reward curve's ends. Raises one of :func:`run_errors`."""
+    # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
+    from agent_rl_plugin.data import BuildReport, DatasetError
+    from agent_rl_plugin.train.grpo import train_grpo
+    from agent_rl_plugin.train.prompts import build_prompt_dataset
+    from agent_rl_plugin.train.reward_funcs import reward_functions
+
+    _one_source(where=where, sql=sql)
+    if where and tasks:
+        from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
+
+        try:  # spliced into the tasks query on a reader connection: this check is its wall
+            check_condition(where, "SELECT task_id FROM tasks WHERE ({where})")
+        except UserSqlError as exc:
+            raise with_hint(TrainError(f"bad where condition: {exc}"),
+                            "with tasks as the source, where is a condition over the tasks table", "where") from None
+    if not rewards:
+        from agent_rl_plugin.rewards.registry import collect_rewards
+
+        names = ", ".join(sorted(collect_rewards())) or "none installed"
+        raise with_hint(TrainError("online GRPO needs at least one reward to score its samples"),
+                        f"name one or more reward plugins (installed: {names})", "rewards")
+    report = BuildReport()
+    prompts = build_prompt_dataset(db, where=where, sql=sql, source="tasks" if tasks else "rollouts", report=report)
+    try:
+        funcs = reward_functions(list(rewards), weights=rewards)
+    except (TrainError, DatasetError):
+        raise
+    except (ValueError, KeyError) as exc:
+        raise with_hint(TrainError(str(exc)), getattr(exc, "hint", None), "rewards") from None
+    profile = apply_profile(config, on_profile)
+    dataset_sql = ("tasks: " if tasks else "") + _dataset_sql(where, sql, None)
+    result, run_id = train_recorded(
+        method="grpo", config=config, dataset=prompts, dataset_sql=dataset_sql,
+        record_db=db if record else None, on_warning=on_warning,
+        train=lambda: train_grpo(config, prompts, funcs, hardware=profile, progress=progress),
+    )
+    summary = _summary("grpo", config, result, run_id, dataset_sql, profile)
+    reward = _first_last(result.log_history, "reward")
+    summary["moved"] = {"reward": list(reward)} if reward else {}
+    if reward:
+        summary["extra_lines"] = [f"mean reward: {reward[0]:.4f} (first step) -> {reward[1]:.4f} (last step)"]
+    summary["build"] = report.to_dict()
+    return summary
+
+
+def run_grpo_offline(
+    config: Any,
+    *,
+    db: str | None,
+    where: str | None = None,
+    sql: str | None = None,
+    dataset_file: str | None = None,
+    weights: dict[str, float] | None = None,
+    from_table: bool = False,
+    run_id: str | None = None,
+    min_group_size: int = 2,
+    record: bool = True,
+    progress: bool = True,
+    on_profile: Optional[Report] = None,
+    on_warning: Report = warn,
+) -> dict[str, Any]:
+    """Offline GRPO (``config.advantage_level == 'episode'``) or GiGPO (``'step'``; advantages
+    computed, or read from the ``advantages`` table with ``from_table`` / ``run_id``) on logged
+    rollouts; returns the summary with the log-probs that moved. Raises one of :func:`run_errors`."""
+    # the data layer (duckdb) and the trainers (torch) load only when a run starts
+    from agent_rl_plugin.data import BuildReport, build_grpo_dataset, build_step_dataset
+    from agent_rl_plugin.train.offline import train_offline_grpo
+
+    _one_source(where=where, sql=sql, dataset_file=dataset_file)
+    step_level = config.advantage_level == "step"
+    method = "gigpo" if step_level else "offline_grpo"
+    report = None
+    if dataset_file:
+        columns = ("prompt", "completion", "advantage") if step_level else ("prompt", "completions", "advantages")
+        dataset = load_jsonl_dataset(dataset_file, "step" if step_level else "GRPO group", columns)
+    else:
+        report = BuildReport()
+        if step_level:
+            dataset = build_step_dataset(db, where=where, sql=sql, weights=weights, from_table=from_table,
+                                         run_id=run_id, report=report)
+        else:
+            dataset = build_grpo_dataset(db, where=where, sql=sql, weights=weights,
+                                         min_group_size=min_group_size, report=report)
+        if len(dataset) == 0:
+            raise _nothing_to_train("steps" if step_level else "GRPO groups", report)
+    profile = apply_profile(config, on_profile)
+    dataset_sql = _dataset_sql(where, sql, dataset_file)
+    result, new_run_id = train_recorded(
+        method=method, config=config, dataset=dataset, dataset_sql=dataset_sql,
+        record_db=db if (record and not dataset_file) else None, on_warning=on_warning,
+        train=lambda: train_offline_grpo(config, dataset, hardware=profile, progress=progress),
+    )
+    summary = _summary(method, config, result, new_run_id, dataset_sql, profile)
+    lines, moved = [], {}
+    measured = result.extra.get("logprobs") or {}
+    for sign, label in (("positive", "log-prob per token of positive-advantage actions"),
+                        ("negative", "log-prob per token of negative-advantage actions")):
+        base, trained = measured.get("base", {}).get(sign), measured.get("trained", {}).get(sign)
+        if base is not None and trained is not None:
+            moved[f"logp/{sign}"] = [base, trained]
+            lines.append(f"{label}: {base:.4f} (base) -> {trained:.4f} (trained)")
+    summary["moved"] = moved
+    summary["extra_lines"] = lines
+    summary["build"] = report.to_dict() if report is not None else None
+    return summary
+
+
+__all__ = ["run_errors", "run_grpo_offline", "run_grpo_online", "run_kto"]
