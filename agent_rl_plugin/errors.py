@@ -18,13 +18,18 @@ __all__ = ["AgentRLError"]
 class AgentRLError(Exception):
     """An error the user can act on: ``str(error)`` says what happened, ``hint`` how to fix it."""
 
+    hint: str | None = None
+
     def __init__(self, message: str = "", hint: str | None = None, *args: object) -> None:
         super().__init__(message, *args)
         self.message = message
         self.hint = hint
 
     def __str__(self) -> str:
-        return str(self.message)
+        # A subclass that skipped this __init__ (Exception.__init__ called directly) has no
+        # message attribute: fall back to the exception's own text.
+        message = getattr(self, "message", None)
+        return super().__str__() if message is None else str(message)
 
     def describe(self) -> str:
         """The message and, when there is one, the fix: ``"<message> Fix: <hint>."``."""

@@ -88,3 +88,11 @@ def test_the_cli_prints_an_error_of_the_family_as_one_line_and_the_fix(tmp_path,
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith("error: ") and "Traceback" not in result.stderr
     assert any(line.startswith("fix: ") for line in lines[1:])
+
+
+def test_a_subclass_that_bypasses_the_base_init_still_prints():
+    class Legacy(AgentRLError):
+        def __init__(self, message: str) -> None:
+            Exception.__init__(self, message)
+
+    assert str(Legacy("old style")) == "old style" and Legacy("x").hint is None

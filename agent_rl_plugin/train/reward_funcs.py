@@ -69,10 +69,6 @@ class RewardFunctionError(TrainError):
 class UnknownRewardFunctionError(RewardFunctionError, UnknownRewardError):
     """A reward name that no installed plugin registered (message lists the known names)."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        Exception.__init__(self, message)
-        self.hint = hint
-
 
 @dataclass
 class RewardFunctionStats:
