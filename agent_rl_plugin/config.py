@@ -63,9 +63,7 @@ class RLConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    enable_rl: bool = Field(
-        True, description="Master switch. False makes decorators, mixins and helpers no-ops."
-    )
+    enable_rl: bool = Field(True, description="Master switch. False makes decorators, mixins and helpers no-ops.")
     db_path: str | None = Field(
         DEFAULT_DB_PATH,
         description="DuckDB file the spans are written to; None (or an empty string) writes no file.",
@@ -97,17 +95,12 @@ class RLConfig(BaseModel):
     max_attribute_size: int = Field(
         32_768,
         ge=64,
-        description="Longest attribute value in characters; longer values are cut and marked "
-        "with their original size.",
+        description="Longest attribute value in characters; longer values are cut and marked with their original size.",
     )
     service_name: str = Field("agent-rl", description="OTel resource service.name for our provider.")
     export_batch_size: int = Field(512, ge=1, description="Spans per export batch.")
-    export_delay_ms: int = Field(
-        500, ge=1, description="Longest time a finished span waits before being exported."
-    )
-    max_queue_size: int = Field(
-        65_536, ge=1, description="Finished spans held in memory before new ones are dropped."
-    )
+    export_delay_ms: int = Field(500, ge=1, description="Longest time a finished span waits before being exported.")
+    max_queue_size: int = Field(65_536, ge=1, description="Finished spans held in memory before new ones are dropped.")
     queue_full_wait_ms: int = Field(
         2_000,
         ge=0,
@@ -124,7 +117,7 @@ class RLConfig(BaseModel):
     rewards: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-reward settings for `agent-rl score`, by reward name: parameters given to "
-        "the reward and its weight, e.g. {\"efficiency\": {\"weight\": 0.5}} (a [rewards.NAME] "
+        'the reward and its weight, e.g. {"efficiency": {"weight": 0.5}} (a [rewards.NAME] '
         "table in the file given to `agent-rl score --config`).",
     )
 
@@ -136,7 +129,7 @@ class RLConfig(BaseModel):
         return value
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "RLConfig":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> RLConfig:
         """Build a config from ``AGENT_RL_*`` variables, then apply ``overrides`` on top."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}

@@ -61,9 +61,7 @@ class RolloutInfo:
         object.__setattr__(self, "attributes", attrs)
 
 
-_CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar(
-    "agent_rl_rollout", default=None
-)
+_CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar("agent_rl_rollout", default=None)
 
 
 def current_rollout() -> RolloutInfo | None:
@@ -100,8 +98,6 @@ def reset_current(token: contextvars.Token[RolloutInfo | None]) -> None:
                 logger.debug("agent-rl: restoring the rollout context failed again", exc_info=True)
             else:
                 _reset_failed_before = True
-                logger.warning(
-                    "agent-rl: restoring the rollout context failed; the agent is unaffected", exc_info=True
-                )
+                logger.warning("agent-rl: restoring the rollout context failed; the agent is unaffected", exc_info=True)
         except Exception:  # pragma: no cover - logging itself broken
             pass

@@ -37,7 +37,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 # --- set-up -------------------------------------------------------------------------------
 @hookspec
-def agent_rl_configure(config: "RLConfig") -> None:
+def agent_rl_configure(config: RLConfig) -> None:
     """Called once each time :func:`agent_rl_plugin.configure` finishes setting up recording.
 
     That is: after the tracer provider is in place and the exporters registered through
@@ -51,9 +51,7 @@ def agent_rl_configure(config: "RLConfig") -> None:
 
 
 @hookspec
-def agent_rl_register_exporters(
-    register: Callable[[str, "SpanExporter"], None], config: "RLConfig"
-) -> None:
+def agent_rl_register_exporters(register: Callable[[str, SpanExporter], None], config: RLConfig) -> None:
     """Register span exporters for :func:`configure` to attach.
 
     Call ``register(name, exporter)`` once per exporter. Each exporter is wrapped in its own
@@ -80,9 +78,7 @@ def agent_rl_register_normalizers(
 
 # --- per span -----------------------------------------------------------------------------
 @hookspec
-def agent_rl_transform_attributes(
-    attributes: dict[str, Any], span_name: str, config: "RLConfig"
-) -> None:
+def agent_rl_transform_attributes(attributes: dict[str, Any], span_name: str, config: RLConfig) -> None:
     """Change span or event attributes before they leave the process (redaction, trimming).
 
     ``attributes`` is a mutable copy; change it in place (assign, delete). Called for each
@@ -108,7 +104,7 @@ def agent_rl_redaction_patterns() -> list[str]:
 
 # --- per rollout --------------------------------------------------------------------------
 @hookspec
-def agent_rl_rollout_start(rollout: "RolloutInfo") -> None:
+def agent_rl_rollout_start(rollout: RolloutInfo) -> None:
     """Called when a rollout begins (explicit ``with rollout(...)`` or an implicit one).
 
     ``rollout`` carries ``rollout_id``, ``task_id``, ``group_id`` and ``metadata``. Runs in the
@@ -117,7 +113,7 @@ def agent_rl_rollout_start(rollout: "RolloutInfo") -> None:
 
 
 @hookspec
-def agent_rl_rollout_end(rollout: "RolloutInfo", status: str, error: BaseException | None) -> None:
+def agent_rl_rollout_end(rollout: RolloutInfo, status: str, error: BaseException | None) -> None:
     """Called when a rollout ends, with ``status`` ``"ok"``, ``"error"`` or ``"cancelled"``.
 
     ``error`` is the exception that ended it, if any. Runs in the agent's thread; exceptions
@@ -126,7 +122,7 @@ def agent_rl_rollout_end(rollout: "RolloutInfo", status: str, error: BaseExcepti
 
 
 @hookspec
-def agent_rl_register_rewards(register: Callable[[Any], None], config: "RLConfig") -> None:
+def agent_rl_register_rewards(register: Callable[[Any], None], config: RLConfig) -> None:
     """Register reward plugins (scorers of stored rollouts).
 
     Call ``register(reward)`` with a ``RewardPlugin`` instance or a function decorated with
@@ -156,7 +152,7 @@ def agent_rl_state_key(step: dict[str, Any]) -> str | None:
 
 # --- command line -------------------------------------------------------------------------
 @hookspec
-def agent_rl_register_commands(cli: "typer.Typer") -> None:
+def agent_rl_register_commands(cli: typer.Typer) -> None:
     """Add commands or command groups to the ``agent-rl`` command line.
 
     Use ``cli.command()`` / ``cli.add_typer()``. Built-in groups (``query``, ``traces``,

@@ -85,7 +85,9 @@ _DEFAULT_GATES: tuple[Gate, ...] = (
     lambda t, low: "PRIVATE KEY" in t,  # PEM
     lambda t, low: "eyJ" in t,  # JWT
     lambda t, low: "@" in t and "://" in t,  # URL password
-    _kv_gate, _kv_gate, _kv_gate,  # name=value, quoted and bare
+    _kv_gate,
+    _kv_gate,
+    _kv_gate,  # name=value, quoted and bare
     lambda t, low: "secret" in low and "aws" in low,  # AWS secret in prose
     lambda t, low: "authoriz" in low and "basic" in low,  # Authorization: Basic
     lambda t, low: "bearer" in low,  # Bearer
@@ -142,7 +144,7 @@ def _replacement(regex: re.Pattern[str]) -> Any:
         if start < 0:
             return REDACTED
         whole, offset = match.group(0), match.start()
-        return whole[: start - offset] + REDACTED + whole[end - offset:]
+        return whole[: start - offset] + REDACTED + whole[end - offset :]
 
     return replace
 
@@ -259,8 +261,11 @@ def hook_patterns(refresh: bool = False) -> tuple[str, ...]:
             try:
                 result = impl.function()
             except Exception:
-                logger.warning("agent-rl: redaction pattern hook %s raised; skipped",
-                               getattr(impl.function, "__qualname__", impl.function), exc_info=True)
+                logger.warning(
+                    "agent-rl: redaction pattern hook %s raised; skipped",
+                    getattr(impl.function, "__qualname__", impl.function),
+                    exc_info=True,
+                )
                 continue
             if isinstance(result, str):
                 result = [result]

@@ -137,8 +137,11 @@ def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
         clean = bounded.maxlen is None or len(store) + len(attributes) <= bounded.maxlen
         if clean:
             for key, value in attributes.items():
-                if type(key) is not str or not key or type(value) not in _PLAIN or (
-                    limit is not None and type(value) is str and len(value) > limit
+                if (
+                    type(key) is not str
+                    or not key
+                    or type(value) not in _PLAIN
+                    or (limit is not None and type(value) is str and len(value) > limit)
                 ):
                     clean = False
                     break
@@ -166,8 +169,7 @@ def _tracer_defers(tracer: Any) -> bool:
     those; they return the attributes they are given when they sample) and whose provider
     calls processors in order, synchronously."""
     try:
-        from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor, Tracer
-        from opentelemetry.sdk.trace import sampling
+        from opentelemetry.sdk.trace import SynchronousMultiSpanProcessor, Tracer, sampling
 
         if type(tracer) is not Tracer:
             return False

@@ -94,10 +94,7 @@ class TransformingSpanExporter(SpanExporter):
 
     def _copy(self, span: ReadableSpan) -> ReadableSpan:
         name = span.name
-        events = tuple(
-            Event(e.name, self._transform(dict(e.attributes or {}), name), e.timestamp)
-            for e in span.events
-        )
+        events = tuple(Event(e.name, self._transform(dict(e.attributes or {}), name), e.timestamp) for e in span.events)
         return ReadableSpan(
             name=name,
             context=span.context,

@@ -141,8 +141,16 @@ def _empty_result() -> GiGPOResult:
 
 def _summary_counts(**counts: Any) -> dict[str, Any]:
     keys = (
-        "rows", "trajectories", "groups", "singleton_groups", "all_equal_groups", "step_groups",
-        "singleton_step_groups", "all_equal_step_groups", "rows_in_shared_step_groups", "revisits",
+        "rows",
+        "trajectories",
+        "groups",
+        "singleton_groups",
+        "all_equal_groups",
+        "step_groups",
+        "singleton_step_groups",
+        "all_equal_step_groups",
+        "rows_in_shared_step_groups",
+        "revisits",
     )
     out: dict[str, Any] = {k: int(counts.get(k, 0)) for k in keys}
     out["mean_step_group_size"] = float(counts.get("mean_step_group_size", 0.0))
@@ -182,10 +190,14 @@ def compute_gigpo(
     same_traj = s_traj[1:] == s_traj[:-1]
     dup = np.flatnonzero(same_traj & (s_step[1:] == s_step[:-1]))
     if dup.size:
-        raise ValueError(f"two steps with the same step_index: {labels[int(order[dup[0] + 1])]} (step_index must be unique per trajectory)")
+        raise ValueError(
+            f"two steps with the same step_index: {labels[int(order[dup[0] + 1])]} (step_index must be unique per trajectory)"
+        )
     moved = np.flatnonzero(same_traj & (s_group[1:] != s_group[:-1]))
     if moved.size:
-        raise ValueError(f"a trajectory is in two groups: {labels[int(order[moved[0] + 1])]} (each trajectory_id must have one group_id)")
+        raise ValueError(
+            f"a trajectory is in two groups: {labels[int(order[moved[0] + 1])]} (each trajectory_id must have one group_id)"
+        )
 
     # Step returns G_t, computed in sorted order and put back in input order.
     step_return = np.empty(n)

@@ -114,9 +114,7 @@ class GroupSummary:
         return dict(self.__dict__)
 
 
-def group_summary(
-    rewards: Sequence[float] | np.ndarray, group_ids: Sequence[Hashable] | np.ndarray
-) -> GroupSummary:
+def group_summary(rewards: Sequence[float] | np.ndarray, group_ids: Sequence[Hashable] | np.ndarray) -> GroupSummary:
     """Counts of groups, groups of one, and groups (of two or more) with all-equal rewards."""
     values, codes, stats = _prepare(rewards, group_ids, None)
     multi = stats.size >= 2

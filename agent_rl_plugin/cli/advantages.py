@@ -10,7 +10,7 @@ groups whose rewards are all equal, step groups (gigpo), and the mean and std of
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 from rich import box
@@ -23,7 +23,7 @@ from agent_rl_plugin.hookspecs import hookimpl
 app = typer.Typer(help="Compute GRPO, RLOO, Dr. GRPO or GiGPO advantages into the store.", no_args_is_help=True)
 
 
-def parse_weights(items: List[str] | None) -> dict[str, float]:
+def parse_weights(items: list[str] | None) -> dict[str, float]:
     """``["name=0.5", ...]`` as ``{"name": 0.5}``; ``ValueError`` names a malformed item."""
     weights: dict[str, float] = {}
     for item in items or []:
@@ -67,7 +67,10 @@ def _notes(run: Any) -> list[str]:
             f"{keys.get('default', 0)} default (hash of the observation)."
         )
     if run.method == "gigpo" and r.get("episode_reward"):
-        lines.append(f"episode reward R: {r['episode_reward']}" + ("; also credited to the last action." if r.get("terminal_reward") else "."))
+        lines.append(
+            f"episode reward R: {r['episode_reward']}"
+            + ("; also credited to the last action." if r.get("terminal_reward") else ".")
+        )
     return lines
 
 
@@ -76,17 +79,27 @@ def _print_summary(run: Any) -> None:
     table = Table(title=f"{run.method} advantages", header_style="bold", box=box.SIMPLE, pad_edge=False)
     table.add_column("", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
-    rows = [("rollouts", s.get("rollouts")), ("groups", s.get("groups")), ("groups of one", s.get("singleton_groups")),
-            ("all-equal groups", s.get("all_equal_groups"))]
+    rows = [
+        ("rollouts", s.get("rollouts")),
+        ("groups", s.get("groups")),
+        ("groups of one", s.get("singleton_groups")),
+        ("all-equal groups", s.get("all_equal_groups")),
+    ]
     if run.method == "gigpo":
-        rows += [("actions (rows)", s.get("rows")), ("step groups", s.get("step_groups")),
-                 ("step groups of one", s.get("singleton_step_groups")),
-                 ("all-equal step groups", s.get("all_equal_step_groups")),
-                 ("actions in shared step groups", s.get("rows_in_shared_step_groups")),
-                 ("revisits within a trajectory", s.get("revisits")),
-                 ("mean step group size", f"{s.get('mean_step_group_size', 0):.2f}")]
-    rows += [("advantage mean", f"{s['advantage_mean']:.6g}"), ("advantage std", f"{s['advantage_std']:.6g}"),
-             ("advantage min / max", f"{s['advantage_min']:.6g} / {s['advantage_max']:.6g}")]
+        rows += [
+            ("actions (rows)", s.get("rows")),
+            ("step groups", s.get("step_groups")),
+            ("step groups of one", s.get("singleton_step_groups")),
+            ("all-equal step groups", s.get("all_equal_step_groups")),
+            ("actions in shared step groups", s.get("rows_in_shared_step_groups")),
+            ("revisits within a trajectory", s.get("revisits")),
+            ("mean step group size", f"{s.get('mean_step_group_size', 0):.2f}"),
+        ]
+    rows += [
+        ("advantage mean", f"{s['advantage_mean']:.6g}"),
+        ("advantage std", f"{s['advantage_std']:.6g}"),
+        ("advantage min / max", f"{s['advantage_min']:.6g} / {s['advantage_max']:.6g}"),
+    ]
     for label, value in rows:
         table.add_row(label, str(value))
     console.print(table)
@@ -98,18 +111,25 @@ def _print_summary(run: Any) -> None:
 def compute(
     method: str = typer.Option(..., "--method", "-m", help="grpo, rloo, dr_grpo or gigpo."),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
-    reward: Optional[List[str]] = typer.Option(
+    reward: Optional[list[str]] = typer.Option(
         None, "--reward", "-r", help="Reward name to use; repeat for several. Default: every reward present."
     ),
-    weight: Optional[List[str]] = typer.Option(None, "--weight", help="NAME=W weight of a reward (default 1); repeatable."),
+    weight: Optional[list[str]] = typer.Option(
+        None, "--weight", help="NAME=W weight of a reward (default 1); repeatable."
+    ),
     scale: str = typer.Option("group", "--scale", help="grpo: divide by the group std, the batch std, or none."),
     omega: float = typer.Option(1.0, "--omega", help="gigpo: weight of the step advantage."),
     gamma: float = typer.Option(0.95, "--gamma", help="gigpo: discount of the step returns."),
     mode: str = typer.Option("mean_norm", "--mode", help="gigpo: mean_norm or mean_std_norm."),
-    baseline: str = typer.Option("step", "--baseline", help="gigpo: step (reference code) or trajectory (paper's Eq. 3)."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Added to the std (default 1e-4 grpo, 1e-6 gigpo)."),
+    baseline: str = typer.Option(
+        "step", "--baseline", help="gigpo: step (reference code) or trajectory (paper's Eq. 3)."
+    ),
+    epsilon: Optional[float] = typer.Option(
+        None, "--epsilon", help="Added to the std (default 1e-4 grpo, 1e-6 gigpo)."
+    ),
     terminal_reward: bool = typer.Option(
-        True, "--terminal-reward/--no-terminal-reward",
+        True,
+        "--terminal-reward/--no-terminal-reward",
         help="gigpo: also credit the episode reward to each rollout's last action (default on).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and summarise, write nothing."),
@@ -128,13 +148,24 @@ def compute(
         try:  # spliced into the selection on a reader connection: this check is its wall
             check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
         except UserSqlError as exc:
-            raise UserError(f"bad --where: {exc}", "--where is a condition over the rollouts view, "
-                            "e.g. \"task_id = 'shop-0'\"") from None
+            raise UserError(
+                f"bad --where: {exc}", "--where is a condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
+            ) from None
     try:
         run = compute_advantages(
-            path, method.lower(), where=where, reward_names=reward, weights=parse_weights(weight), scale=scale,
-            omega=omega, gamma=gamma, mode=mode, baseline=baseline, epsilon=epsilon,
-            terminal_reward=terminal_reward, write=not dry_run,
+            path,
+            method.lower(),
+            where=where,
+            reward_names=reward,
+            weights=parse_weights(weight),
+            scale=scale,
+            omega=omega,
+            gamma=gamma,
+            mode=mode,
+            baseline=baseline,
+            epsilon=epsilon,
+            terminal_reward=terminal_reward,
+            write=not dry_run,
         )
     except AdvantageInputError as exc:
         fail_plain(str(exc), exc.hint)
@@ -160,10 +191,14 @@ SELECT run_id, method, count(*) AS rows, count(DISTINCT rollout_id) AS rollouts,
 FROM advantages GROUP BY run_id, method ORDER BY created_at DESC, run_id
 """
 #: The table view: the same runs, fewer and rounded columns (``--json`` has everything).
-RUNS_TABLE_SQL = """
+RUNS_TABLE_SQL = (
+    """
 SELECT run_id, method, rows, rollouts, round(mean, 6) AS mean, round(std, 6) AS std, input_hash,
        strftime(created_at, '%Y-%m-%d %H:%M:%S') AS created_at
-FROM (""" + RUNS_SQL + ")"
+FROM ("""
+    + RUNS_SQL
+    + ")"
+)
 
 
 @app.command("runs")

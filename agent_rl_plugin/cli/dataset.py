@@ -9,7 +9,7 @@ why) is printed, or given as JSON with ``--json``. See ``docs/datasets.md``.
 from __future__ import annotations
 
 from enum import Enum
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -63,7 +63,9 @@ def print_summary(summary: dict, out: str) -> None:
     say(f"  rollouts matched: {summary['rollouts']}")
     if "labels" in summary:
         labels = summary["labels"]
-        say(f"  labels: {labels['desirable']} desirable / {labels['undesirable']} undesirable ({summary.get('label_rule')})")
+        say(
+            f"  labels: {labels['desirable']} desirable / {labels['undesirable']} undesirable ({summary.get('label_rule')})"
+        )
     if "groups" in summary:
         say(f"  groups: {summary['groups']}, mean group size {summary['mean_group_size']}")
     if "steps_with_logprobs" in summary:
@@ -88,8 +90,11 @@ def build_command(
     db: str = DbOption,
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
     sql: Optional[str] = typer.Option(None, "--sql", help="A full read-only query returning rollout_id."),
-    reward: Optional[List[str]] = typer.Option(
-        None, "--reward", "-r", help="Reward NAME or NAME=WEIGHT to combine; repeat. Default: every episode reward, weight 1."
+    reward: Optional[list[str]] = typer.Option(
+        None,
+        "--reward",
+        "-r",
+        help="Reward NAME or NAME=WEIGHT to combine; repeat. Default: every episode reward, weight 1.",
     ),
     label: LabelMethod = typer.Option(LabelMethod.threshold, "--label", help="KTO label rule."),
     threshold: float = typer.Option(0.5, "--threshold", help="--label threshold: reward >= this is desirable."),
@@ -98,9 +103,13 @@ def build_command(
     top_k: int = typer.Option(1, "--top-k", min=0, help="--label group: best k of each group are desirable."),
     bottom_k: int = typer.Option(1, "--bottom-k", min=0, help="--label group: worst k of each group are undesirable."),
     min_group_size: int = typer.Option(2, "--min-group-size", min=1, help="grpo: drop smaller groups (reported)."),
-    scale: str = typer.Option("group", "--scale", help="grpo: advantage scaling, group, batch or none (TRL's scale_rewards)."),
+    scale: str = typer.Option(
+        "group", "--scale", help="grpo: advantage scaling, group, batch or none (TRL's scale_rewards)."
+    ),
     from_table: bool = typer.Option(False, "--from-table", help="steps: read advantages from the advantages table."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="steps: advantages of this run (implies --from-table)."),
+    run_id: Optional[str] = typer.Option(
+        None, "--run-id", help="steps: advantages of this run (implies --from-table)."
+    ),
     omega: float = typer.Option(1.0, "--omega", help="steps: weight of the step advantage."),
     gamma: float = typer.Option(0.95, "--gamma", help="steps: discount of step rewards."),
     mode: str = typer.Option("mean_norm", "--mode", help="steps: mean_norm or mean_std_norm."),
@@ -108,7 +117,9 @@ def build_command(
     tokenizer: Optional[str] = typer.Option(
         None, "--tokenizer", help="Tokenizer path: its chat template renders --format text, and it counts tokens."
     ),
-    no_extra: bool = typer.Option(False, "--no-extra-columns", help="Only the format's own columns (no rollout ids, rewards)."),
+    no_extra: bool = typer.Option(
+        False, "--no-extra-columns", help="Only the format's own columns (no rollout ids, rewards)."
+    ),
     json_output: bool = JsonOption,
 ) -> None:
     """Build a dataset from the store and write it to --out."""
@@ -123,15 +134,31 @@ def build_command(
         weights = parse_rewards(reward)
         out_format = output_format(out)
         rule = LabelRule(
-            method=label.value, threshold=threshold, quantile=quantile, top_k=top_k, bottom_k=bottom_k, per_group=per_group
+            method=label.value,
+            threshold=threshold,
+            quantile=quantile,
+            top_k=top_k,
+            bottom_k=bottom_k,
+            per_group=per_group,
         )
         tok = load_tokenizer(tokenizer) if tokenizer else None
         report = BuildReport()
         table = build_table(
-            kind.value, path, where=where, sql=sql, weights=weights, label_rule=rule,
-            min_group_size=min_group_size, scale=scale, from_table=from_table, run_id=run_id,
-            gigpo={"omega": omega, "gamma": gamma, "mode": mode}, fmt=fmt.value, tokenizer=tok,
-            extra_columns=not no_extra, report=report,
+            kind.value,
+            path,
+            where=where,
+            sql=sql,
+            weights=weights,
+            label_rule=rule,
+            min_group_size=min_group_size,
+            scale=scale,
+            from_table=from_table,
+            run_id=run_id,
+            gigpo={"omega": omega, "gamma": gamma, "mode": mode},
+            fmt=fmt.value,
+            tokenizer=tok,
+            extra_columns=not no_extra,
+            report=report,
         )
         write_dataset(table, out)
         make_private(out)

@@ -38,7 +38,9 @@ def info(db: str = DbOption, json_output: bool = JsonOption) -> None:
         print_json(data)
         return
     console.print(f"[bold]database[/] {data['path']} ({data['size_bytes'] / 1024:.0f} KiB)")
-    console.print(f"[bold]migrations[/] {len(data['migrations'])} applied, latest {data['migrations'][-1]['name'] if data['migrations'] else '-'}")
+    console.print(
+        f"[bold]migrations[/] {len(data['migrations'])} applied, latest {data['migrations'][-1]['name'] if data['migrations'] else '-'}"
+    )
     print_rows(["table or view", "rows"], list(data["row_counts"].items()), "table")
 
 
@@ -52,7 +54,10 @@ def migrate(db: str = DbOption, json_output: bool = JsonOption) -> None:
     if json_output:
         print_json({"path": os.path.abspath(path), "applied": applied})
     else:
-        console.print(f"{os.path.abspath(path)}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))
+        console.print(
+            f"{os.path.abspath(path)}: {len(applied)} migration(s) applied"
+            + (f": {', '.join(applied)}" if applied else "")
+        )
 
 
 @hookimpl

@@ -48,8 +48,13 @@ def demo(
     started = time.perf_counter()
     tracing.configure(db_path=path)
     with Progress(
-        TextColumn("[bold]rollouts[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=json_output,
+        TextColumn("[bold]rollouts[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=json_output,
     ) as progress:
         bar = progress.add_task("rollouts", total=total)
         results = asyncio.run(run_groups(task_list, group_size, seed, on_done=lambda _: progress.advance(bar)))
@@ -121,8 +126,10 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
     if len(training) == 1 and "method" not in training[0]:
         console.print(f"\n[bold]Training[/]: skipped: {training[0]['skipped']}", highlight=False)
         return
-    console.print("\n[bold]Training[/]: LoRA on a tiny offline Qwen2, on this run's rollouts "
-                  "(rewards: task_completion):", highlight=False)
+    console.print(
+        "\n[bold]Training[/]: LoRA on a tiny offline Qwen2, on this run's rollouts (rewards: task_completion):",
+        highlight=False,
+    )
     rows = []
 
     def arrow(pair) -> str:
@@ -135,19 +142,29 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
             continue
         first, final = run.get("first_loss"), run.get("final_loss")
         moved = run.get("moved", {})
-        rows.append([
-            title, run["rows"], run["steps"], arrow((first, final)) if first is not None and final is not None else "n/a",
-            arrow(moved.get("logp/positive")), arrow(moved.get("logp/negative")),
-        ])
+        rows.append(
+            [
+                title,
+                run["rows"],
+                run["steps"],
+                arrow((first, final)) if first is not None and final is not None else "n/a",
+                arrow(moved.get("logp/positive")),
+                arrow(moved.get("logp/negative")),
+            ]
+        )
     print_rows(["method", "rows", "steps", "loss", "log p, A > 0", "log p, A < 0"], rows, title="training runs")
-    console.print("  log p: mean log-prob per token of this run's actions with positive / negative advantage, "
-                  "base model -> trained adapter (offline GRPO/GiGPO raise the first and lower the second).",
-                  highlight=False)
+    console.print(
+        "  log p: mean log-prob per token of this run's actions with positive / negative advantage, "
+        "base model -> trained adapter (offline GRPO/GiGPO raise the first and lower the second).",
+        highlight=False,
+    )
     kto = next((run for run in training if run.get("method") == "kto" and "labels" in run), None)
     if kto:
         labels = kto["labels"]
-        console.print(f"  KTO labels by task_completion: {labels['desirable']} desirable / "
-                      f"{labels['undesirable']} undesirable.", highlight=False)
+        console.print(
+            f"  KTO labels by task_completion: {labels['desirable']} desirable / {labels['undesirable']} undesirable.",
+            highlight=False,
+        )
     ran = [run for run in training if "run_id" in run and run["run_id"]]
     if ran:
         console.print("  adapters: " + ", ".join(run["adapter_path"] for run in ran), highlight=False, soft_wrap=True)
@@ -159,9 +176,7 @@ TRAINING_TITLES = {"kto": "KTO", "offline_grpo": "GRPO (offline, groups)", "gigp
 def landed(path: str, ids: str) -> dict:
     """Rows this run added to each view."""
     views = ("rollouts", "steps", "llm_calls", "tool_calls", "events", "rewards")
-    sql = " union all ".join(
-        f"select '{view}', count(*) from {view} where rollout_id in ({ids})" for view in views
-    )
+    sql = " union all ".join(f"select '{view}', count(*) from {view} where rollout_id in ({ids})" for view in views)
     sql += f" union all select 'spans', count(*) from spans where rollout_id in ({ids})"
     _, rows = run_query(path, sql)
     return {"rows": {name: count for name, count in rows}}

@@ -127,12 +127,18 @@ def print_summary(summary: dict[str, Any]) -> None:
 @app.callback(invoke_without_command=True)
 def export_command(
     ctx: typer.Context,
-    adapter: Optional[str] = typer.Option(None, "--adapter", "-a", help="Adapter directory (<output_dir>/adapter of a run)."),
-    run: Optional[str] = typer.Option(None, "--run", "-r", help="A recorded training run id (or its first characters)."),
+    adapter: Optional[str] = typer.Option(
+        None, "--adapter", "-a", help="Adapter directory (<output_dir>/adapter of a run)."
+    ),
+    run: Optional[str] = typer.Option(
+        None, "--run", "-r", help="A recorded training run id (or its first characters)."
+    ),
     db: str = DbOption,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Directory to write (must not exist or be empty)."),
     merge: bool = typer.Option(False, "--merge", help="Merge the adapter into its base model (loads without peft)."),
-    base: Optional[str] = typer.Option(None, "--base", help="Base model to merge into (default: the adapter's or the run's)."),
+    base: Optional[str] = typer.Option(
+        None, "--base", help="Base model to merge into (default: the adapter's or the run's)."
+    ),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="With --merge: float32, bfloat16, float16 or auto."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out directory."),
     json_output: bool = JsonOption,

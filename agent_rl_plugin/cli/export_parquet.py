@@ -17,8 +17,12 @@ from agent_rl_plugin.cli.common import DbOption, UserError, console, db_path, pr
 def parquet_command(
     out: str = typer.Option(..., "--out", help="Folder to write the partitions into."),
     db: str = DbOption,
-    where: str = typer.Option(None, "--where", help="SQL condition over the spans columns, e.g. "
-                              "\"start_time >= '2026-01-01'\".", show_default=False),
+    where: str = typer.Option(
+        None,
+        "--where",
+        help="SQL condition over the spans columns, e.g. \"start_time >= '2026-01-01'\".",
+        show_default=False,
+    ),
     append: bool = typer.Option(False, "--append", help="Add files to a folder that already holds an export."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:

@@ -27,10 +27,14 @@ def chats(
     file: str = typer.Argument(..., help="JSONL file: one OpenAI-format conversation per line."),
     db: str = DbOption,
     task_key: Optional[str] = typer.Option(
-        None, "--task-key", help="Dotted key of each line object holding the task id when it has no task_id (e.g. metadata.ticket)."
+        None,
+        "--task-key",
+        help="Dotted key of each line object holding the task id when it has no task_id (e.g. metadata.ticket).",
     ),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Import the good lines and report the bad ones."),
-    dedupe: bool = typer.Option(False, "--dedupe", help="Skip lines whose content was imported into this database before."),
+    dedupe: bool = typer.Option(
+        False, "--dedupe", help="Skip lines whose content was imported into this database before."
+    ),
     json_output: bool = JsonOption,
 ) -> None:
     """Record each conversation of FILE as a rollout (LLM and tool steps, emitted rewards)."""

@@ -11,7 +11,6 @@ exit code is 1 when any error was reported. See :mod:`agent_rl_plugin.receiver.i
 from __future__ import annotations
 
 import os
-from typing import List
 
 import typer
 
@@ -20,7 +19,7 @@ from agent_rl_plugin.hookspecs import hookimpl
 
 
 def ingest(
-    paths: List[str] = typer.Argument(..., help="OTLP/JSON lines files, Parquet files, or folders of them."),
+    paths: list[str] = typer.Argument(..., help="OTLP/JSON lines files, Parquet files, or folders of them."),
     db: str = DbOption,
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -31,11 +30,20 @@ def ingest(
 
     files = find_files(paths)
     if not files:
-        raise UserError("nothing to ingest: no matching files under " + ", ".join(paths),
-                        "pass OTLP/JSON lines (*.json, *.jsonl) or Parquet (*.parquet) files or folders")
+        raise UserError(
+            "nothing to ingest: no matching files under " + ", ".join(paths),
+            "pass OTLP/JSON lines (*.json, *.jsonl) or Parquet (*.parquet) files or folders",
+        )
     total = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
-    with Progress(TextColumn("ingest"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=err_console, disable=json_output, transient=True) as bar:
+    with Progress(
+        TextColumn("ingest"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=json_output,
+        transient=True,
+    ) as bar:
         task = bar.add_task("ingest", total=total or None)
         report = ingest_paths(db_path(db), files, progress=lambda n: bar.advance(task, n))
     summary = report.as_dict()

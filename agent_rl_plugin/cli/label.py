@@ -19,8 +19,8 @@ import getpass
 import json
 import os
 import uuid
-from datetime import datetime, timezone
-from typing import Any, List, Optional
+from datetime import UTC, datetime
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -32,8 +32,18 @@ from agent_rl_plugin.hookspecs import hookimpl
 
 HUMAN_REWARD = "human_label"
 LABEL_VALUES: dict[str, float | None] = {"good": 1.0, "bad": 0.0, "skip": None}
-_ALIASES = {"g": "good", "good": "good", "+": "good", "1": "good", "b": "bad", "bad": "bad", "-": "bad",
-            "0": "bad", "s": "skip", "skip": "skip"}
+_ALIASES = {
+    "g": "good",
+    "good": "good",
+    "+": "good",
+    "1": "good",
+    "b": "bad",
+    "bad": "bad",
+    "-": "bad",
+    "0": "bad",
+    "s": "skip",
+    "skip": "skip",
+}
 
 
 def normalise_label(text: str) -> str:
@@ -51,14 +61,23 @@ def default_labeller() -> str:
         return "unknown"
 
 
-def write_labels(path: str, labels: list[tuple[str, str]], labeller: str | None, note: str | None) -> list[dict[str, Any]]:
+def write_labels(
+    path: str, labels: list[tuple[str, str]], labeller: str | None, note: str | None
+) -> list[dict[str, Any]]:
     """Append ``(rollout_id, label)`` pairs to ``labels`` in one transaction; returns the rows."""
     from agent_rl_plugin.store import connect_writer
 
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     rows = [
-        {"label_id": str(uuid.uuid4()), "rollout_id": rid, "label": label, "value": LABEL_VALUES[label],
-         "labeller": labeller, "note": note, "created_at": now}
+        {
+            "label_id": str(uuid.uuid4()),
+            "rollout_id": rid,
+            "label": label,
+            "value": LABEL_VALUES[label],
+            "labeller": labeller,
+            "note": note,
+            "created_at": now,
+        }
         for rid, label in labels
     ]
     if not rows:
@@ -130,10 +149,13 @@ def show_for_review(path: str, rollout_id: str, position: str) -> None:
             ("prompt", _snippet(r.prompt)),
             ("ground truth", _snippet(r.ground_truth)),
             ("final output", _snippet(r.final_output)),
-            ("tool calls", "; ".join(
-                f"{s.name}({_snippet(s.arguments, 60)}) → {'ERROR ' + _snippet(s.error, 60) if s.is_error else _snippet(s.result, 60)}"
-                for s in r.tool_calls
-            )),
+            (
+                "tool calls",
+                "; ".join(
+                    f"{s.name}({_snippet(s.arguments, 60)}) → {'ERROR ' + _snippet(s.error, 60) if s.is_error else _snippet(s.result, 60)}"
+                    for s in r.tool_calls
+                ),
+            ),
             ("emitted rewards", ", ".join(f"{k}={v:g}" for k, v in r.emitted_rewards.items())),
         ]
         for key, value in facts:
@@ -159,8 +181,10 @@ def _ask() -> str | None:
 
 def label_command(
     db: str = DbOption,
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="Only rollouts matching this SQL condition (queue)."),
-    set_labels: Optional[List[str]] = typer.Option(
+    where: Optional[str] = typer.Option(
+        None, "--where", "-w", help="Only rollouts matching this SQL condition (queue)."
+    ),
+    set_labels: Optional[list[str]] = typer.Option(
         None, "--set", help="ROLLOUT_ID=good|bad|skip, without questions (an id prefix is enough); repeatable."
     ),
     labeller: Optional[str] = typer.Option(None, "--labeller", help="Who labels (default: $USER)."),

@@ -15,8 +15,8 @@ import sys
 import typer
 
 from agent_rl_plugin.cli.common import fail
-from agent_rl_plugin.plugins import get_plugin_manager, register_modules
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.plugins import get_plugin_manager, register_modules
 
 #: The built-in command groups, registered as plugins under these names by :func:`build_app`
 #: (``agent-rl plugins`` lists them as built-ins).

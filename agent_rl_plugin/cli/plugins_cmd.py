@@ -59,8 +59,12 @@ def plugins(json_output: bool = JsonOption) -> None:
     entries = list_plugins(rewards)
     if json_output:
         print_json(
-            {"plugins": entries, "rewards": rewards, "load_errors": plugin_registry.load_errors,
-             "reward_errors": reward_errors}
+            {
+                "plugins": entries,
+                "rewards": rewards,
+                "load_errors": plugin_registry.load_errors,
+                "reward_errors": reward_errors,
+            }
         )
         return
     rows = [
@@ -78,8 +82,16 @@ def plugins(json_output: bool = JsonOption) -> None:
         print_rows(
             ["reward", "version", "mode", "source", "weight", "plugin", "plugin_version", "description"],
             [
-                (r["name"], r["version"], r["mode"], r["source"], r["weight"], r["plugin"], r["plugin_version"],
-                 r["description"])
+                (
+                    r["name"],
+                    r["version"],
+                    r["mode"],
+                    r["source"],
+                    r["weight"],
+                    r["plugin"],
+                    r["plugin_version"],
+                    r["description"],
+                )
                 for r in rewards
             ],
             "table",

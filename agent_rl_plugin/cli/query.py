@@ -21,9 +21,11 @@ from agent_rl_plugin.hookspecs import hookimpl
 
 QUERY_HINT = (
     "tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events "
-    "(see docs/schema.md, or `agent-rl query \"show tables\"`)"
+    '(see docs/schema.md, or `agent-rl query "show tables"`)'
 )
-WRITE_HINT = "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`, files loaded by `agent-rl ingest`"
+WRITE_HINT = (
+    "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`, files loaded by `agent-rl ingest`"
+)
 
 
 class OutputFormat(str, Enum):
@@ -42,8 +44,9 @@ def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
     return columns, rows
 
 
-def run_query_result(path: str, sql: str, *, timeout_s: float = 60.0, max_rows: int = 100_000,
-                     max_bytes: int = 256 << 20) -> tuple[list[str], list[tuple], str | None]:
+def run_query_result(
+    path: str, sql: str, *, timeout_s: float = 60.0, max_rows: int = 100_000, max_bytes: int = 256 << 20
+) -> tuple[list[str], list[tuple], str | None]:
     """Run ``sql`` read-only against the database at ``path``; returns (columns, rows,
     truncated) where ``truncated`` is ``"rows"``/``"bytes"`` when a cap cut the result.
 
@@ -53,7 +56,7 @@ def run_query_result(path: str, sql: str, *, timeout_s: float = 60.0, max_rows: 
     from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query
 
     if not sql.strip():
-        raise UserError("the query is empty", "pass a SELECT, e.g. agent-rl query \"select * from rollouts\"")
+        raise UserError("the query is empty", 'pass a SELECT, e.g. agent-rl query "select * from rollouts"')
     remote = _through_receiver(path, sql)  # a running receiver holds the file: ask it, don't wait for the lock
     if remote is not None:
         return remote
@@ -92,7 +95,7 @@ def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple], str 
 
 
 def query(
-    sql: str = typer.Argument(..., help="The SQL to run, e.g. \"select * from tool_calls\"."),
+    sql: str = typer.Argument(..., help='The SQL to run, e.g. "select * from tool_calls".'),
     db: str = DbOption,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="Output format."),
     json_output: bool = typer.Option(False, "--json", help="Same as --format json."),
@@ -103,8 +106,11 @@ def query(
     columns, rows, truncated = run_query_result(db_path(db), sql, timeout_s=timeout, max_rows=max_rows)
     print_rows(columns, rows, "json" if json_output else fmt.value)
     if truncated:
-        err_console.print(f"[yellow]truncated:[/] the result was cut at {len(rows)} rows (the {truncated} cap); "
-                          "add a LIMIT/WHERE or pass --max-rows", highlight=False)
+        err_console.print(
+            f"[yellow]truncated:[/] the result was cut at {len(rows)} rows (the {truncated} cap); "
+            "add a LIMIT/WHERE or pass --max-rows",
+            highlight=False,
+        )
 
 
 @hookimpl

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_rl_plugin.cli.common import DbOption, console, db_path, err_console, fail, make_private, print_json
 from agent_rl_plugin.hookspecs import hookimpl
@@ -26,10 +25,16 @@ def report(
     db: str = DbOption,
     out: str = typer.Option("report.html", "--out", "-o", help="The HTML file to write (its folder is created)."),
     where: Optional[str] = typer.Option(
-        None, "--where", help="Only rollouts matching this SQL condition over the rollouts view, e.g. \"task_id like 'shop-%'\"."
+        None,
+        "--where",
+        help="Only rollouts matching this SQL condition over the rollouts view, e.g. \"task_id like 'shop-%'\".",
     ),
-    worst: int = typer.Option(20, "--worst", min=0, help="How many lowest-reward (and failed) rollouts get a step-by-step trace."),
-    json_output: bool = typer.Option(False, "--json", help="Print a JSON summary (sections, counts, path) instead of text."),
+    worst: int = typer.Option(
+        20, "--worst", min=0, help="How many lowest-reward (and failed) rollouts get a step-by-step trace."
+    ),
+    json_output: bool = typer.Option(
+        False, "--json", help="Print a JSON summary (sections, counts, path) instead of text."
+    ),
 ) -> None:
     """Write one self-contained HTML report: plots, tables, and the worst rollouts step by step."""
     from agent_rl_plugin.report import ReportError, build_report
@@ -38,8 +43,14 @@ def report(
     path = db_path(db)
     try:
         with Progress(
-            TextColumn("[bold]report[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeElapsedColumn(), console=err_console, transient=True, disable=json_output or not err_console.is_terminal,
+            TextColumn("[bold]report[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=json_output or not err_console.is_terminal,
         ) as progress:
             bar = progress.add_task("", total=None)
 
@@ -66,7 +77,8 @@ def report(
         f"[bold green]Wrote[/] {summary.path} ({summary.bytes / 1024:,.0f} KiB, {summary.seconds:.1f} s): "
         f"{counts.get('rollouts', 0):,} rollouts, {len(summary.plots)} plots, {summary.traces} traces, "
         f"{counts.get('training_runs', 0)} training runs; sections: {', '.join(summary.sections)}.",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
 
 

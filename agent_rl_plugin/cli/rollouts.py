@@ -32,8 +32,15 @@ def summarize(outcomes: list[Any]) -> list[dict[str, Any]]:
     for outcome in outcomes:
         row = rows.setdefault(
             outcome.task_id,
-            {"task_id": outcome.task_id, "group_id": outcome.group_id, "ok": 0, "error": 0, "timeout": 0,
-             "cancelled": 0, "seconds": 0.0},
+            {
+                "task_id": outcome.task_id,
+                "group_id": outcome.group_id,
+                "ok": 0,
+                "error": 0,
+                "timeout": 0,
+                "cancelled": 0,
+                "seconds": 0.0,
+            },
         )
         row[outcome.status] += 1
         row["seconds"] += outcome.duration_s
@@ -45,14 +52,22 @@ def summarize(outcomes: list[Any]) -> list[dict[str, Any]]:
 
 @app.command("run")
 def run(
-    target: str = typer.Argument(..., help="The agent: MODULE:FUNC (MODULE importable from here) or path/to/file.py:FUNC."),
-    tasks: str = typer.Option(..., "--tasks", "-t", help="Task file: .jsonl, .json or .csv (as for `agent-rl tasks import`)."),
+    target: str = typer.Argument(
+        ..., help="The agent: MODULE:FUNC (MODULE importable from here) or path/to/file.py:FUNC."
+    ),
+    tasks: str = typer.Option(
+        ..., "--tasks", "-t", help="Task file: .jsonl, .json or .csv (as for `agent-rl tasks import`)."
+    ),
     group_size: int = typer.Option(8, "--group-size", "-g", min=1, help="Rollouts per task (one group)."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Rollouts running at once."),
     db: str = DbOption,
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Seconds per rollout; a slower one is recorded as timed out."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", min=0.001, help="Seconds per rollout; a slower one is recorded as timed out."
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", help="Derive a stable seed per rollout (task['seed'])."),
-    input_key: Optional[str] = typer.Option(None, "--input-key", help="Call the agent with task[KEY] (e.g. prompt) instead of the task dict."),
+    input_key: Optional[str] = typer.Option(
+        None, "--input-key", help="Call the agent with task[KEY] (e.g. prompt) instead of the task dict."
+    ),
     json_output: bool = JsonOption,
 ) -> None:
     """Run MODULE:FUNC GROUP_SIZE times on every task, concurrently, recording each rollout."""
@@ -75,8 +90,14 @@ def run(
     total = len(rows) * group_size
     try:
         with Progress(
-            TextColumn("[bold]rollouts[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[failed]} failed"), console=console, transient=True, disable=json_output,
+            TextColumn("[bold]rollouts[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            console=console,
+            transient=True,
+            disable=json_output,
         ) as progress:
             bar = progress.add_task("rollouts", total=total, failed=0)
             failed = Counter()
@@ -86,7 +107,14 @@ def run(
                 progress.update(bar, completed=done, failed=failed["n"])
 
             outcomes = run_rollouts(
-                agent, rows, group_size, concurrency, progress=advance, seed=seed, timeout_s=timeout, input_key=input_key,
+                agent,
+                rows,
+                group_size,
+                concurrency,
+                progress=advance,
+                seed=seed,
+                timeout_s=timeout,
+                input_key=input_key,
                 run_id=run_id,
             )
     except (ValueError, TypeError, StoreError) as exc:
@@ -99,10 +127,19 @@ def run(
     per_task = summarize(outcomes)
     errors = list(dict.fromkeys(o.error for o in outcomes if o.error))[:3]
     summary = {
-        "database": path, "agent": target, "run_id": run_id,
-        "tasks": len(rows), "group_size": group_size, "rollouts": len(outcomes),
-        "ok": counts["ok"], "error": counts["error"], "timeout": counts["timeout"], "cancelled": counts["cancelled"],
-        "seconds": round(elapsed, 3), "per_task": per_task, "error_examples": errors,
+        "database": path,
+        "agent": target,
+        "run_id": run_id,
+        "tasks": len(rows),
+        "group_size": group_size,
+        "rollouts": len(outcomes),
+        "ok": counts["ok"],
+        "error": counts["error"],
+        "timeout": counts["timeout"],
+        "cancelled": counts["cancelled"],
+        "seconds": round(elapsed, 3),
+        "per_task": per_task,
+        "error_examples": errors,
         "outcomes": [o.to_dict() for o in outcomes],
     }
     all_failed = counts["ok"] == 0

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 from rich import box
-from rich.table import Table
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from agent_rl_plugin.cli.common import (
     DbOption,
@@ -66,7 +66,9 @@ def load_config_file(path: str | None) -> RLConfig:
                 try:
                     import tomli as tomllib  # type: ignore[no-redef]
                 except ModuleNotFoundError:
-                    raise UserError("reading TOML needs Python 3.11 or the tomli package", "use a .json config") from None
+                    raise UserError(
+                        "reading TOML needs Python 3.11 or the tomli package", "use a .json config"
+                    ) from None
             data = tomllib.loads(text)
     except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError
         raise UserError(f"cannot parse {path}: {exc}", "check the file's syntax") from None
@@ -77,7 +79,9 @@ def load_config_file(path: str | None) -> RLConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"bad config {path}: {where}: {first['msg']}", "reward settings go under [rewards.NAME]") from None
+        raise UserError(
+            f"bad config {path}: {where}: {first['msg']}", "reward settings go under [rewards.NAME]"
+        ) from None
 
 
 def _failure_line(report: Any) -> str:
@@ -93,8 +97,11 @@ def _failure_line(report: Any) -> str:
 
 def score_command(
     db: str = DbOption,
-    plugin: Optional[List[str]] = typer.Option(
-        None, "--plugin", "--reward", "-p",
+    plugin: Optional[list[str]] = typer.Option(
+        None,
+        "--plugin",
+        "--reward",
+        "-p",
         help="Reward name (or plugin name: all its rewards) to run; repeat for several. Default: all.",
     ),
     where: Optional[str] = typer.Option(
@@ -104,7 +111,9 @@ def score_command(
     workers: int = typer.Option(2, "--workers", min=0, help="Worker processes; 0 runs in-process without timeouts."),
     timeout: float = typer.Option(30.0, "--timeout", min=0.001, help="Seconds per rollout (per group in batch mode)."),
     stop_after_timeouts: int = typer.Option(
-        3, "--stop-after-timeouts", min=0,
+        3,
+        "--stop-after-timeouts",
+        min=0,
         help="Stop a reward whose first N rollouts all timed out (its others get 'not run' error rows); 0: never.",
     ),
     config: Optional[str] = typer.Option(None, "--config", help="TOML or JSON file with [rewards.NAME] settings."),
@@ -119,14 +128,25 @@ def score_command(
     try:
         settings = load_config_file(config)
         with Progress(
-            TextColumn("[bold]scoring[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=True, disable=json_output,
+            TextColumn("[bold]scoring[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=json_output,
         ) as bar:
             task = bar.add_task("scoring", total=None)
             report = score(
-                path, rewards=plugin or None, where=where, rescore=rescore, workers=workers, timeout_s=timeout,
+                path,
+                rewards=plugin or None,
+                where=where,
+                rescore=rescore,
+                workers=workers,
+                timeout_s=timeout,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
-                config=settings, stop_after_timeouts=stop_after_timeouts,
+                config=settings,
+                stop_after_timeouts=stop_after_timeouts,
             )
     except (ScoringError, UserError) as exc:
         fail_plain(str(exc), getattr(exc, "hint", None))
@@ -149,8 +169,13 @@ def score_command(
         table.add_column("plugin, version", overflow="fold")
         for s in report.rewards.values():
             table.add_row(
-                escape(s.name), str(s.scored), str(s.step_rows), str(s.skipped), str(s.not_applicable),
-                f"[red]{s.errors}[/]" if s.errors else "0", escape(f"{s.plugin} {s.plugin_version}"),
+                escape(s.name),
+                str(s.scored),
+                str(s.step_rows),
+                str(s.skipped),
+                str(s.not_applicable),
+                f"[red]{s.errors}[/]" if s.errors else "0",
+                escape(f"{s.plugin} {s.plugin_version}"),
             )
         console.print(table)
         say(

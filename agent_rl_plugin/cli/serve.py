@@ -25,9 +25,21 @@ from agent_rl_plugin.cli.common import DbOption, UserError, console, db_path, er
 from agent_rl_plugin.hookspecs import hookimpl
 
 STATS_ORDER = (
-    "requests", "batches_accepted", "batches_rejected", "spans_received", "spans_accepted",
-    "spans_rejected", "spans_written", "spans_dropped", "queue_depth", "queue_limit", "queries",
-    "uptime_s", "last_error", "db", "pid",
+    "requests",
+    "batches_accepted",
+    "batches_rejected",
+    "spans_received",
+    "spans_accepted",
+    "spans_rejected",
+    "spans_written",
+    "spans_dropped",
+    "queue_depth",
+    "queue_limit",
+    "queries",
+    "uptime_s",
+    "last_error",
+    "db",
+    "pid",
 )
 
 
@@ -51,17 +63,27 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
     port: int = typer.Option(4318, "--port", help="Port (4318 is OTLP/HTTP's; 0 picks a free one)."),
     token: str = typer.Option(
-        None, "--token", help="Require 'Authorization: Bearer TOKEN' (default: $AGENT_RL_SERVE_TOKEN).",
+        None,
+        "--token",
+        help="Require 'Authorization: Bearer TOKEN' (default: $AGENT_RL_SERVE_TOKEN).",
         show_default=False,
     ),
     no_token: bool = typer.Option(False, "--no-token", help="Serve without a token (loopback only)."),
-    allow_host: list[str] = typer.Option([], "--allow-host", help="Also answer requests for this Host name "
-                                         "(e.g. a reverse proxy's public name); repeatable."),
-    max_connections: int = typer.Option(64, "--max-connections", min=1, help="Connections served at once "
-                                        "(more get 503)."),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="Also answer requests for this Host name (e.g. a reverse proxy's public name); repeatable.",
+    ),
+    max_connections: int = typer.Option(
+        64, "--max-connections", min=1, help="Connections served at once (more get 503)."
+    ),
     stats: bool = typer.Option(False, "--stats", help="Print the counters of a running receiver and exit."),
-    max_queue: int = typer.Option(200_000, "--max-queue", min=1, help="Spans waiting to be written before "
-                                  "batches are refused with 429 (the exporters retry)."),
+    max_queue: int = typer.Option(
+        200_000,
+        "--max-queue",
+        min=1,
+        help="Spans waiting to be written before batches are refused with 429 (the exporters retry).",
+    ),
     max_body_mb: int = typer.Option(64, "--max-body-mb", min=1, help="Largest request body (MiB), else 413."),
     json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),
 ) -> None:
@@ -89,13 +111,20 @@ def serve(
     from agent_rl_plugin.store.errors import StoreLockedError
 
     path = db_path(db)
-    receiver = Receiver(path, host=host, port=port, token="" if no_token else token, max_pending_spans=max_queue,
-                        max_body_bytes=max_body_mb << 20, allowed_hosts=tuple(allow_host),
-                        max_connections=max_connections)
+    receiver = Receiver(
+        path,
+        host=host,
+        port=port,
+        token="" if no_token else token,
+        max_pending_spans=max_queue,
+        max_body_bytes=max_body_mb << 20,
+        allowed_hosts=tuple(allow_host),
+        max_connections=max_connections,
+    )
     try:
         receiver.start()
     except ReceiverConfigError as exc:
-        raise UserError(str(exc), f"e.g. agent-rl serve --host {host} --token \"$(openssl rand -hex 32)\"") from None
+        raise UserError(str(exc), f'e.g. agent-rl serve --host {host} --token "$(openssl rand -hex 32)"') from None
     except StoreLockedError as exc:
         holder = f" (PID {exc.pid})" if exc.pid is not None else ""
         raise UserError(
@@ -104,8 +133,9 @@ def serve(
             "or serve another --db path",
         ) from None
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                        "pick another --port (or stop what uses it)") from None
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", "pick another --port (or stop what uses it)"
+        ) from None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -114,7 +144,7 @@ def serve(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     err_console.print(
         f"agent-rl serve: writing [bold]{receiver.db}[/] — agents: "
-        f"configure(otlp_endpoint=\"{receiver.url}\", db=None); stop with Ctrl-C or SIGTERM",
+        f'configure(otlp_endpoint="{receiver.url}", db=None); stop with Ctrl-C or SIGTERM',
         highlight=False,
     )
     if receiver.token_generated:

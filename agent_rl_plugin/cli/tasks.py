@@ -45,13 +45,18 @@ def import_tasks(
     try:
         tasks, bad = parse_tasks_file(file)
         if bad and not skip_bad:
-            raise UserError(describe_bad(file, bad) + "; nothing was imported",
-                            "fix those lines, or pass --skip-bad to import the others")
+            raise UserError(
+                describe_bad(file, bad) + "; nothing was imported",
+                "fix those lines, or pass --skip-bad to import the others",
+            )
         new, replaced = write_tasks(path, tasks)
     except (UserError, TaskFileError) as exc:
         fail_plain(str(exc), exc.hint)
     summary = {
-        "imported": new + replaced, "new": new, "replaced": replaced, "database": path,
+        "imported": new + replaced,
+        "new": new,
+        "replaced": replaced,
+        "database": path,
         "bad": [{"line": b.line, "error": b.error} for b in bad],
     }
     if json_output:
@@ -86,4 +91,13 @@ def agent_rl_register_commands(cli: typer.Typer) -> None:
     cli.add_typer(app, name="tasks")
 
 
-__all__ = ["BadLine", "TaskRow", "app", "import_tasks", "list_tasks", "parse_tasks_file", "task_from_object", "write_tasks"]
+__all__ = [
+    "BadLine",
+    "TaskRow",
+    "app",
+    "import_tasks",
+    "list_tasks",
+    "parse_tasks_file",
+    "task_from_object",
+    "write_tasks",
+]

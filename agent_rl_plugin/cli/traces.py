@@ -71,7 +71,9 @@ def show_trace(
     )
     roots = build_tree(spans)
     if json_output:
-        print_json({"rollout_id": full_id, "spans": roots, "rewards": [dict(zip(rewards_columns, r)) for r in reward_rows]})
+        print_json(
+            {"rollout_id": full_id, "spans": roots, "rewards": [dict(zip(rewards_columns, r)) for r in reward_rows]}
+        )
         return
     start = min((s["start_ns"] for s in spans), default=0)
     tree = Tree(f"[bold]rollout {full_id}[/]")
@@ -172,7 +174,9 @@ def _label(span: dict[str, Any], start_ns: int) -> str:
     op = span.get("operation") or ""
     name = span["name"].replace("[", "\\[")
     if op in sc.LLM_OPERATIONS or kind == sc.SPAN_KIND_LLM:
-        tokens = f"{attrs.get(sc.GEN_AI_USAGE_INPUT_TOKENS, '?')}→{attrs.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS, '?')} tokens"
+        tokens = (
+            f"{attrs.get(sc.GEN_AI_USAGE_INPUT_TOKENS, '?')}→{attrs.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS, '?')} tokens"
+        )
         return f"[cyan]{name}[/] {timing} {tokens}{status}"
     if op == sc.OP_EXECUTE_TOOL or kind == sc.SPAN_KIND_TOOL:
         return f"[green]{name}[/] {timing}{status}"
@@ -244,7 +248,9 @@ def _render_event(node: Tree, event: dict[str, Any]) -> None:
         node.add(f"[bold yellow]★[/] {_escape(text)}" + (f" [dim]{_escape(_snippet(reason, 80))}[/]" if reason else ""))
     elif name == "exception":
         message = attrs.get("exception.message", "")
-        node.add(f"[red]exception[/] {_escape(str(attrs.get('exception.type', '')))}: {_escape(_snippet(message, 100))}")
+        node.add(
+            f"[red]exception[/] {_escape(str(attrs.get('exception.type', '')))}: {_escape(_snippet(message, 100))}"
+        )
 
 
 @hookimpl

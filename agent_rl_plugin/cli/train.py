@@ -36,7 +36,9 @@ from agent_rl_plugin.train.config import TrainConfigError
 from agent_rl_plugin.train.config_files import config_template
 from agent_rl_plugin.train.runs import run_kto
 
-app = typer.Typer(help="Train LoRA adapters on recorded rollouts (KTO, GRPO online/offline, GiGPO).", no_args_is_help=True)
+app = typer.Typer(
+    help="Train LoRA adapters on recorded rollouts (KTO, GRPO online/offline, GiGPO).", no_args_is_help=True
+)
 
 
 @with_settings("kto")
@@ -53,7 +55,10 @@ def kto_command(
     top_k: int = typer.Option(1, "--top-k", min=0, help="--label group: best k of each group are desirable."),
     bottom_k: int = typer.Option(1, "--bottom-k", min=0, help="--label group: worst k of each group are undesirable."),
     reward: Optional[list[str]] = typer.Option(
-        None, "--reward", "-r", help="Reward NAME or NAME=WEIGHT combined into the label; repeat. Default: all, weight 1."
+        None,
+        "--reward",
+        "-r",
+        help="Reward NAME or NAME=WEIGHT combined into the label; repeat. Default: all, weight 1.",
     ),
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
@@ -64,15 +69,29 @@ def kto_command(
         from agent_rl_plugin.data import DatasetError, LabelRule  # the data layer loads when a command runs
 
         try:
-            rule = LabelRule(method=label.value, threshold=threshold, quantile=quantile, top_k=top_k,
-                             bottom_k=bottom_k, per_group=per_group)
+            rule = LabelRule(
+                method=label.value,
+                threshold=threshold,
+                quantile=quantile,
+                top_k=top_k,
+                bottom_k=bottom_k,
+                per_group=per_group,
+            )
         except DatasetError as exc:
             raise UserError(str(exc), getattr(exc, "hint", None)) from None
         check_sources(where, sql, dataset)
         config = build_config("kto", config_file, settings or {})
-        return run_kto(config, db=source_db(db, needed=not dataset), where=where, sql=sql, dataset_file=dataset,
-                       label_rule=rule, weights=parse_rewards(reward), on_profile=profile_printer(json_output),
-                       on_warning=warn)
+        return run_kto(
+            config,
+            db=source_db(db, needed=not dataset),
+            where=where,
+            sql=sql,
+            dataset_file=dataset,
+            label_rule=rule,
+            weights=parse_rewards(reward),
+            on_profile=profile_printer(json_output),
+            on_warning=warn,
+        )
 
     report(run, json_output)
 
@@ -90,7 +109,9 @@ def config_command(
     if out:
         with open(out, "w", encoding="utf-8") as handle:
             handle.write(text)
-        say(f"wrote {out}: edit model and output_dir, then agent-rl train {method.replace('offline_grpo', 'grpo --offline')} --config {out}")
+        say(
+            f"wrote {out}: edit model and output_dir, then agent-rl train {method.replace('offline_grpo', 'grpo --offline')} --config {out}"
+        )
     else:
         print(text, end="")
 

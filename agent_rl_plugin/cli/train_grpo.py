@@ -58,8 +58,9 @@ def _online_rewards(weights: dict[str, float] | None) -> dict[str, float]:
         from agent_rl_plugin.rewards.registry import collect_rewards
 
         names = ", ".join(sorted(collect_rewards())) or "none installed"
-        raise UserError("online GRPO needs at least one --reward to score its samples",
-                        f"pass --reward NAME (installed: {names})")
+        raise UserError(
+            "online GRPO needs at least one --reward to score its samples", f"pass --reward NAME (installed: {names})"
+        )
     return weights
 
 
@@ -67,16 +68,26 @@ def _online_rewards(weights: dict[str, float] | None) -> dict[str, float]:
 def grpo_command(
     config_file: Optional[str] = ConfigOption,
     db: str = DbOption,
-    offline: bool = typer.Option(False, "--offline", help="Train on the logged groups' completions instead of sampling."),
+    offline: bool = typer.Option(
+        False, "--offline", help="Train on the logged groups' completions instead of sampling."
+    ),
     where: Optional[str] = WhereOption,
     sql: Optional[str] = SqlOption,
-    tasks: bool = typer.Option(False, "--tasks", help="Online: take prompts from the tasks table (--where filters it)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="--offline: a JSONL file of GRPO groups or step rows."),
+    tasks: bool = typer.Option(
+        False, "--tasks", help="Online: take prompts from the tasks table (--where filters it)."
+    ),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="--offline: a JSONL file of GRPO groups or step rows."
+    ),
     reward: Optional[list[str]] = typer.Option(
-        None, "--reward", "-r",
+        None,
+        "--reward",
+        "-r",
         help="Online: reward plugin NAME[=WEIGHT] scoring the samples (repeat). Offline: rewards combined into advantages.",
     ),
-    from_table: bool = typer.Option(False, "--from-table", help="--level step: read advantages from the advantages table."),
+    from_table: bool = typer.Option(
+        False, "--from-table", help="--level step: read advantages from the advantages table."
+    ),
     run_id: Optional[str] = typer.Option(None, "--advantages-run", help="--level step: that advantages run's rows."),
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
@@ -93,17 +104,34 @@ def grpo_command(
                 raise UserError(f"{_either(online_flags)} are online options", "drop them, or drop --offline")
             check_sources(where, sql, dataset)
             config = build_config("offline_grpo", config_file, given)
-            return run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
-                                    dataset_file=dataset, weights=weights, from_table=from_table, run_id=run_id,
-                                    on_profile=profile_printer(json_output), on_warning=warn)
+            return run_grpo_offline(
+                config,
+                db=source_db(db, needed=not dataset),
+                where=where,
+                sql=sql,
+                dataset_file=dataset,
+                weights=weights,
+                from_table=from_table,
+                run_id=run_id,
+                on_profile=profile_printer(json_output),
+                on_warning=warn,
+            )
         offline_flags = ["--dataset"] + _flags_of(OFFLINE_ONLY, "offline_grpo") + ["--from-table", "--advantages-run"]
         if dataset or from_table or run_id or any(name in given for name in OFFLINE_ONLY):
             raise UserError(f"{_either(offline_flags)} need --offline", "add --offline to train on logged completions")
         check_sources(where, sql)
         rewards = _online_rewards(weights)
         config = build_config("grpo", config_file, given)
-        return run_grpo_online(config, db=source_db(db, needed=True), rewards=rewards, where=where, sql=sql,
-                               tasks=tasks, on_profile=profile_printer(json_output), on_warning=warn)
+        return run_grpo_online(
+            config,
+            db=source_db(db, needed=True),
+            rewards=rewards,
+            where=where,
+            sql=sql,
+            tasks=tasks,
+            on_profile=profile_printer(json_output),
+            on_warning=warn,
+        )
 
     report(run, json_output)
 
@@ -114,8 +142,12 @@ def gigpo_command(
     db: str = DbOption,
     where: Optional[str] = WhereOption,
     sql: Optional[str] = SqlOption,
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="A JSONL file of step rows (prompt, completion, advantage)."),
-    reward: Optional[list[str]] = typer.Option(None, "--reward", "-r", help="Rewards combined into the advantages (NAME[=W])."),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="A JSONL file of step rows (prompt, completion, advantage)."
+    ),
+    reward: Optional[list[str]] = typer.Option(
+        None, "--reward", "-r", help="Rewards combined into the advantages (NAME[=W])."
+    ),
     from_table: bool = typer.Option(False, "--from-table", help="Read advantages from the advantages table."),
     run_id: Optional[str] = typer.Option(None, "--advantages-run", help="That advantages run's rows."),
     json_output: bool = JsonOption,
@@ -126,9 +158,18 @@ def gigpo_command(
     def run() -> dict[str, Any]:
         check_sources(where, sql, dataset)
         config = build_config("gigpo", config_file, settings or {})
-        return run_grpo_offline(config, db=source_db(db, needed=not dataset), where=where, sql=sql,
-                                dataset_file=dataset, weights=parse_rewards(reward), from_table=from_table,
-                                run_id=run_id, on_profile=profile_printer(json_output), on_warning=warn)
+        return run_grpo_offline(
+            config,
+            db=source_db(db, needed=not dataset),
+            where=where,
+            sql=sql,
+            dataset_file=dataset,
+            weights=parse_rewards(reward),
+            from_table=from_table,
+            run_id=run_id,
+            on_profile=profile_printer(json_output),
+            on_warning=warn,
+        )
 
     report(run, json_output)
 

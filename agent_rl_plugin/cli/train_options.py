@@ -81,12 +81,19 @@ def typer_parameter(declared: TrainOption, prefix: str = "") -> inspect.Paramete
     decls = [f"{flag}/--no-{flag[2:]}"] if tp is bool else [flag]
     if declared.short:
         decls.append(declared.short)
-    info = typer.Option(None, *decls, help=(prefix + " " if prefix else "") + option_help(declared), show_default=False,
-                        rich_help_panel=PANEL)
+    info = typer.Option(
+        None,
+        *decls,
+        help=(prefix + " " if prefix else "") + option_help(declared),
+        show_default=False,
+        rich_help_panel=PANEL,
+    )
     return inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=Optional[tp])
 
 
-def with_settings(*methods: str, modes: dict[str, str] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def with_settings(
+    *methods: str, modes: dict[str, str] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the generated options of ``methods`` (see the module doc). ``modes``:
     method -> the label of the command's mode that trains it (e.g. ``"--offline:"``); an
     option only some of the methods have gets their labels before its help."""
@@ -111,8 +118,11 @@ def with_settings(*methods: str, modes: dict[str, str] | None = None) -> Callabl
             if parameter.name == SETTINGS:
                 parameters += [typer_parameter(o, prefix(o)) for o in options]
             else:
-                parameters.append(parameter.replace(annotation=hints.get(parameter.name, parameter.annotation),
-                                                    kind=inspect.Parameter.KEYWORD_ONLY))
+                parameters.append(
+                    parameter.replace(
+                        annotation=hints.get(parameter.name, parameter.annotation), kind=inspect.Parameter.KEYWORD_ONLY
+                    )
+                )
 
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:

@@ -84,8 +84,9 @@ def build_config(method: str, config_file: str | None, settings: dict[str, Any])
                 raise UserError(f"config file {config_file} does not exist", "give a .yaml/.yml/.toml file")
             from agent_rl_plugin.train.config_files import load_config_file
 
-            config = load_config_file(config_file, method=method, overrides=overrides,
-                                      defaults={"output_dir": default_dir})
+            config = load_config_file(
+                config_file, method=method, overrides=overrides, defaults={"output_dir": default_dir}
+            )
         else:
             if not overrides.get("model"):
                 raise UserError("no model given", "pass --model PATH (or a --config file with model: PATH)")
@@ -133,12 +134,16 @@ def report(run: Callable[[], dict[str, Any]], json_output: bool) -> None:
 
 
 def print_summary(summary: dict) -> None:
-    say(f"Trained {summary['method'].upper()} (LoRA) on {summary['rows']} rows from {summary['dataset']} "
-        f"in {summary['seconds']} s.")
+    say(
+        f"Trained {summary['method'].upper()} (LoRA) on {summary['rows']} rows from {summary['dataset']} "
+        f"in {summary['seconds']} s."
+    )
     if "labels" in summary:
         labels = summary["labels"]
-        say(f"  labels: {labels['desirable']} desirable / {labels['undesirable']} undesirable "
-            f"(weights {summary['weights']['desirable']:.3g} / {summary['weights']['undesirable']:.3g})")
+        say(
+            f"  labels: {labels['desirable']} desirable / {labels['undesirable']} undesirable "
+            f"(weights {summary['weights']['desirable']:.3g} / {summary['weights']['undesirable']:.3g})"
+        )
     loss = summary["final_loss"]
     first = summary["first_loss"]
     loss_text = "n/a" if loss is None else f"{loss:.4f}" + ("" if first is None else f" (first {first:.4f})")

@@ -51,8 +51,15 @@ def build_table(
             table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns)
         else:
             table = step_table(
-                connection, where, sql, weights, report,
-                from_table=from_table, run_id=run_id, gigpo=gigpo, extra_columns=extra_columns,
+                connection,
+                where,
+                sql,
+                weights,
+                report,
+                from_table=from_table,
+                run_id=run_id,
+                gigpo=gigpo,
+                extra_columns=extra_columns,
             )
     if fmt == "text":
         table = to_text(table, tokenizer)

@@ -88,11 +88,11 @@ def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
                json_extract_string(sp.attributes, {paths}) AS io
         FROM calls c JOIN spans sp ON {join}
     )
-    SELECT rollout_id, n_calls, last_span, {with_system_sql('seen', 'instructions')} AS base, out
+    SELECT rollout_id, n_calls, last_span, {with_system_sql("seen", "instructions")} AS base, out
     FROM (
-        SELECT rollout_id, n_calls, last_span, {system_text_sql('io[3]')} AS instructions,
-               {finish_messages_sql('p_in', 'io[1]')} AS seen, {finish_messages_sql('p_out', 'io[2]')} AS out
-        FROM (SELECT *, {plain_parse_sql('io[1]')} AS p_in, {plain_parse_sql('io[2]')} AS p_out FROM texts)
+        SELECT rollout_id, n_calls, last_span, {system_text_sql("io[3]")} AS instructions,
+               {finish_messages_sql("p_in", "io[1]")} AS seen, {finish_messages_sql("p_out", "io[2]")} AS out
+        FROM (SELECT *, {plain_parse_sql("io[1]")} AS p_in, {plain_parse_sql("io[2]")} AS p_out FROM texts)
     )
     """
 
@@ -122,12 +122,12 @@ def repair_sql(suspects: str) -> str:
         WHERE {LLM_WHERE} AND sp.span_id <> s.last_span
     ),
     earlier_raw AS (
-        SELECT rollout_id, span_id, start_unix_nano, {system_text_sql('system_text')} AS instructions,
-               {messages_sql('seen_text')} AS seen_raw, {messages_sql('msgs_text')} AS msgs
+        SELECT rollout_id, span_id, start_unix_nano, {system_text_sql("system_text")} AS instructions,
+               {messages_sql("seen_text")} AS seen_raw, {messages_sql("msgs_text")} AS msgs
         FROM earlier_text
     ),
     earlier AS (
-        SELECT rollout_id, span_id, start_unix_nano, {with_system_sql('seen_raw', 'instructions')} AS seen, msgs
+        SELECT rollout_id, span_id, start_unix_nano, {with_system_sql("seen_raw", "instructions")} AS seen, msgs
         FROM earlier_raw
     ),
     inserts AS (
@@ -135,8 +135,8 @@ def repair_sql(suspects: str) -> str:
         FROM earlier e JOIN {suspects} s ON s.rollout_id = e.rollout_id
         WHERE len(e.seen) BETWEEN 1 AND len(s.base) - 1 AND len(e.msgs) > 0
           AND s.base[len(e.seen) + 1].role <> 'assistant'
-          AND {_same_message('s.base[len(e.seen)]', 'e.seen[len(e.seen)]')}
-          AND {_same_message('s.base[1]', 'e.seen[1]')}
+          AND {_same_message("s.base[len(e.seen)]", "e.seen[len(e.seen)]")}
+          AND {_same_message("s.base[1]", "e.seen[1]")}
         QUALIFY row_number() OVER (PARTITION BY e.rollout_id, len(e.seen)
                                    ORDER BY e.start_unix_nano DESC, e.span_id DESC) = 1
     )
@@ -176,7 +176,9 @@ def _repair(connection: duckdb.DuckDBPyConnection, last: pa.Table) -> tuple[pa.T
     base_type = last.schema.field("base").type
     conversations = fixed.column("conversation").cast(base_type).combine_chunks()
     new_base = pc.if_else(
-        pa.array(repaired), conversations.take(pa.array([max(r, 0) for r in rows])), last.column("base").combine_chunks()
+        pa.array(repaired),
+        conversations.take(pa.array([max(r, 0) for r in rows])),
+        last.column("base").combine_chunks(),
     )
     empty = pa.array([[]] * last.num_rows, base_type)
     new_out = pc.if_else(pa.array(repaired), empty, last.column("out").combine_chunks())
@@ -247,7 +249,7 @@ def io_sql(missing: str) -> str:
     SELECT m.rollout_id,
            CASE WHEN {output_text} <> '' THEN 'io' END AS source,
            {prompt} AS prompt,
-           CASE WHEN {output_text} <> '' THEN {_one_message('assistant', output_text)} END AS completion,
+           CASE WHEN {output_text} <> '' THEN {_one_message("assistant", output_text)} END AS completion,
            CASE WHEN coalesce({output_text}, '') = '' THEN '{NO_CONTENT}' END AS drop_reason
     FROM {missing} m
     LEFT JOIN io ON io.rollout_id = m.rollout_id
@@ -274,8 +276,11 @@ def conversations(connection: duckdb.DuckDBPyConnection, selected: str, everythi
     prompt = io.column("prompt").cast(kind)
     completion = pc.fill_null(io.column("completion").cast(kind).combine_chunks(), pa.scalar([], kind))
     io_table = pa.table({"rollout_id": io.column("rollout_id"), "base": prompt, "out": completion})
-    io_k = np.where(pc.is_valid(io.column("completion")).to_numpy(zero_copy_only=False),
-                    pc.list_value_length(prompt).to_numpy(zero_copy_only=False), -2)
+    io_k = np.where(
+        pc.is_valid(io.column("completion")).to_numpy(zero_copy_only=False),
+        pc.list_value_length(prompt).to_numpy(zero_copy_only=False),
+        -2,
+    )
     io_reason = np.array(io.column("drop_reason").to_pylist(), dtype=object)
     io_source = np.where(io_k >= 0, "io", None)
     table = pa.concat_tables([llm.table, io_table.cast(llm.table.schema)])

@@ -81,7 +81,9 @@ def episode_rows(
             }
         ).filter(pa.array(kept))
         with registered(connection, ids, "conv") as c, registered(connection, rewards, "rewards") as r:
-            missing = arrow(connection, f"SELECT c.rollout_id FROM {c} c ANTI JOIN {r} r ON r.rollout_id = c.rollout_id")
+            missing = arrow(
+                connection, f"SELECT c.rollout_id FROM {c} c ANTI JOIN {r} r ON r.rollout_id = c.rollout_id"
+            )
             report.leave_out(NO_REWARD, missing.column("rollout_id").slice(0, 3).to_pylist(), count=missing.num_rows)
             index = arrow(
                 connection,

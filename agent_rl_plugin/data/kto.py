@@ -51,7 +51,7 @@ class LabelRule:
         object.__setattr__(self, "method", method)
 
     @classmethod
-    def parse(cls, rule: "LabelRule | str | Mapping[str, Any] | None") -> "LabelRule":
+    def parse(cls, rule: LabelRule | str | Mapping[str, Any] | None) -> LabelRule:
         if rule is None:
             return cls()
         if isinstance(rule, LabelRule):

@@ -71,7 +71,9 @@ class TextRenderer:
         last = prompt_msgs[-1]["role"] if prompt_msgs else "user"
         try:
             prompt_text = self.tokenizer.apply_chat_template(
-                prompt_msgs, tokenize=False, add_generation_prompt=last != "assistant",
+                prompt_msgs,
+                tokenize=False,
+                add_generation_prompt=last != "assistant",
                 continue_final_message=last == "assistant",
             )
             full_text = self.tokenizer.apply_chat_template(full_msgs, tokenize=False)
@@ -156,7 +158,9 @@ def load_tokenizer(path: str) -> Any:
 
         return AutoTokenizer.from_pretrained(path)
     except Exception as exc:
-        raise DatasetError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+        raise DatasetError(
+            f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+        ) from None
 
 
 def as_dataset(table: pa.Table):

@@ -15,7 +15,6 @@ class DatasetError(AgentRLError, ValueError):
     """
 
 
-
 #: How many rollout ids each "left out" reason keeps as examples.
 EXAMPLES_KEPT = 3
 

@@ -277,21 +277,27 @@ def select_rollouts(
             ids = _query_ids(connection, sql)
             everything = arrow(connection, f"SELECT {_SELECT_COLUMNS} FROM rollouts")
             with registered(connection, ids, "ids") as i, registered(connection, everything, "all") as a:
-                table = arrow(connection, f"SELECT a.* FROM {a} a SEMI JOIN {i} i ON i.rollout_id = a.rollout_id{order}")
+                table = arrow(
+                    connection, f"SELECT a.* FROM {a} a SEMI JOIN {i} i ON i.rollout_id = a.rollout_id{order}"
+                )
         elif where:
             table = arrow(connection, f"SELECT {_SELECT_COLUMNS} FROM rollouts WHERE ({where}){order}")
         else:
             table = arrow(connection, f"{ROOTS_SQL}{order}")
     except duckdb.Error as exc:
-        hint = None if sql else (
-            "columns of the rollouts view: rollout_id, task_id, group_id, status, total_reward, "
-            "n_llm_calls, ... (see docs/schema.md)"
+        hint = (
+            None
+            if sql
+            else (
+                "columns of the rollouts view: rollout_id, task_id, group_id, status, total_reward, "
+                "n_llm_calls, ... (see docs/schema.md)"
+            )
         )
         raise DatasetError(f"SQL error in {'the query' if sql else 'where'}: {first_line(exc)}", hint) from None
     if table.num_rows == 0:
         raise DatasetError(
             f"no rollouts match {_filter_text(where, sql)}",
-            "check the filter with: agent-rl query \"select rollout_id, task_id, status from rollouts\"",
+            'check the filter with: agent-rl query "select rollout_id, task_id, status from rollouts"',
         )
     return table
 

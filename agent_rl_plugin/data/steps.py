@@ -54,12 +54,12 @@ def _llm_steps(connection: Any, sel: str) -> pa.Table:
         connection,
         f"""
         SELECT rollout_id, group_id, task_id, step_index, state_key,
-               {with_system_sql('raw_prompt', system_text_sql('instructions'))} AS prompt,
+               {with_system_sql("raw_prompt", system_text_sql("instructions"))} AS prompt,
                completion, old_logprobs
         FROM (
             SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key, r.start_time AS rollout_start,
-                   {messages_sql('s.input')} AS raw_prompt,
-                   {messages_sql('s.output')} AS completion,
+                   {messages_sql("s.input")} AS raw_prompt,
+                   {messages_sql("s.output")} AS completion,
                    {instructions} AS instructions,
                    try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs
             FROM steps s
@@ -178,7 +178,9 @@ def step_table(
     missing = pc.is_null(joined.column("advantage"))
     n_missing = pc.sum(missing).as_py() or 0
     if n_missing:
-        report.leave_out(NO_ADVANTAGE, joined.filter(missing).column("rollout_id").slice(0, 3).to_pylist(), count=n_missing)
+        report.leave_out(
+            NO_ADVANTAGE, joined.filter(missing).column("rollout_id").slice(0, 3).to_pylist(), count=n_missing
+        )
     table = joined.filter(pc.invert(missing)) if n_missing else joined
     bad = pc.invert(pc.is_finite(table.column("advantage")))
     if table.num_rows and pc.any(bad).as_py():
@@ -215,8 +217,15 @@ def build_step_dataset(
 
     with open_store(db_or_connection) as connection:
         table = step_table(
-            connection, where, sql, weights, report,
-            from_table=from_table, run_id=run_id, gigpo=gigpo, extra_columns=extra_columns,
+            connection,
+            where,
+            sql,
+            weights,
+            report,
+            from_table=from_table,
+            run_id=run_id,
+            gigpo=gigpo,
+            extra_columns=extra_columns,
         )
     return as_dataset(table)
 

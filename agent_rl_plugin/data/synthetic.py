@@ -41,9 +41,7 @@ def _sql(rollouts: int, llm_calls: int, group_size: int, n_tasks: int) -> str:
     history = f"flatten(list_transform(range(k), lambda j: [{call.format(j='j')}, {tool.format(j='j')}]))"
     input_messages = f"CAST(to_json(list_concat([{sys_msg}, {user_msg}], {history})) AS VARCHAR)"
     output_messages = f"CAST(to_json([CASE WHEN k < {k_max} THEN {call.format(j='k')} ELSE {answer} END]) AS VARCHAR)"
-    ids = (
-        "'agent_rl.rollout.id', rollout_id, 'agent_rl.task.id', task_id, 'agent_rl.group.id', group_id"
-    )
+    ids = "'agent_rl.rollout.id', rollout_id, 'agent_rl.task.id', task_id, 'agent_rl.group.id', group_id"
     return f"""
     WITH base AS (
         SELECT range AS r, range // {group_size} AS g, (range // {group_size}) % {n_tasks} AS t,
@@ -168,7 +166,12 @@ def write_rollout(
         ids["agent_rl.task.id"] = task_id
     if group_id is not None:
         ids["agent_rl.group.id"] = group_id
-    root = {"gen_ai.operation.name": "invoke_agent", "agent_rl.span.kind": "agent", "agent_rl.rollout.root": True, **ids}
+    root = {
+        "gen_ai.operation.name": "invoke_agent",
+        "agent_rl.span.kind": "agent",
+        "agent_rl.rollout.root": True,
+        **ids,
+    }
     if agent_input is not None:
         root["agent_rl.input"] = json.dumps(agent_input)
     if agent_output is not None:
@@ -192,9 +195,22 @@ def write_rollout(
             "(?, ?, ?, ?, 'INTERNAL', make_timestamp(?::BIGINT // 1000), make_timestamp(?::BIGINT // 1000), 0.5, "
             "'UNSET', ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, ?, ?, make_timestamp(?::BIGINT // 1000))",
             [
-                trace, f"{n + 1:016x}", None if parent is None else f"{1:016x}", name, start, start + 500_000,
-                json.dumps(attributes), rollout_id, task_id, group_id, is_root, operation, kind,
-                start, start + 500_000, base,
+                trace,
+                f"{n + 1:016x}",
+                None if parent is None else f"{1:016x}",
+                name,
+                start,
+                start + 500_000,
+                json.dumps(attributes),
+                rollout_id,
+                task_id,
+                group_id,
+                is_root,
+                operation,
+                kind,
+                start,
+                start + 500_000,
+                base,
             ],
         )
     for name, value in (rewards or {}).items():
@@ -217,8 +233,15 @@ def write_reward(
         "INSERT INTO rewards (reward_id, rollout_id, step_index, name, value, plugin, plugin_version, source, "
         "created_at, error) VALUES (?, ?, ?, ?, ?, ?, '1', ?, make_timestamp(?::BIGINT), ?)",
         [
-            f"{rollout_id}-{name}-{next(_reward_ids)}", rollout_id, step_index, name, value,
-            None if source == "emitted" else name, source, BASE_NS // 1000 + int(created_s * 1e6), error,
+            f"{rollout_id}-{name}-{next(_reward_ids)}",
+            rollout_id,
+            step_index,
+            name,
+            value,
+            None if source == "emitted" else name,
+            source,
+            BASE_NS // 1000 + int(created_s * 1e6),
+            error,
         ],
     )
 

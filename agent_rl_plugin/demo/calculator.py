@@ -137,7 +137,9 @@ class CalculatorAgent:
             if item in self.prices and not self.model.good():
                 continue  # a skilled model does not look a price up twice
             call = {"id": f"lookup-{item}", "name": "lookup", "arguments": {"item": item}}
-            record_llm_call(self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=8)
+            record_llm_call(
+                self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=8
+            )
             yield StreamChunk("tool_calls", tool_calls=[call])
             self.prices[item] = await self.lookup(item)
             history.append({"role": "assistant", "content": "", "tool_calls": [call]})
@@ -146,7 +148,9 @@ class CalculatorAgent:
         for _attempt in range(2):
             expression = self.model.expression(self.task, self.prices)
             call = {"id": f"calc-{_attempt}", "name": "calculate", "arguments": {"expression": expression}}
-            record_llm_call(self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=12)
+            record_llm_call(
+                self.model.name, history, "", tool_calls=[call], input_tokens=_tokens(history), output_tokens=12
+            )
             yield StreamChunk("tool_calls", tool_calls=[call])
             history.append({"role": "assistant", "content": "", "tool_calls": [call]})
             try:

@@ -67,7 +67,9 @@ def _attempt(name: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"method": name, "skipped": str(exc)}
 
 
-def train_all(path: str, ids: str, advantages: dict[str, Any], on_start: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def train_all(
+    path: str, ids: str, advantages: dict[str, Any], on_start: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """KTO, offline GRPO and offline GiGPO, a few steps each, on this run's rollouts; one
     summary per run (see :mod:`agent_rl_plugin.train.runs`), or one ``{"skipped": reason}``."""
     try:

@@ -36,4 +36,3 @@ __all__ = [
     "record_tool_call",
     "record_event",
 ]
-

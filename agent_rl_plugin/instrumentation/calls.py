@@ -24,8 +24,8 @@ from typing import Any, Callable
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation import context as rl_context
 from agent_rl_plugin.instrumentation.spans import (
     end_span,
@@ -65,13 +65,11 @@ INSTANCE_FLAG = "_agent_rl_enabled"
 _MISSING: Any = object()
 
 # (call key, span) of the traced call whose user code is running now.
-_ACTIVE_CALL: contextvars.ContextVar[tuple[tuple[Any, ...], trace.Span] | None] = (
-    contextvars.ContextVar("agent_rl_active_call", default=None)
+_ACTIVE_CALL: contextvars.ContextVar[tuple[tuple[Any, ...], trace.Span] | None] = contextvars.ContextVar(
+    "agent_rl_active_call", default=None
 )
 # True inside a call of an instance created with enable_rl=False.
-_SUPPRESSED: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agent_rl_suppressed", default=False
-)
+_SUPPRESSED: contextvars.ContextVar[bool] = contextvars.ContextVar("agent_rl_suppressed", default=False)
 
 
 def is_suppressed() -> bool:
@@ -189,9 +187,7 @@ class CallRecord:
         try:
             otel_token = otel_context.attach(self.ctx)
             rollout_token = (
-                rl_context.set_current(self.rollout)
-                if rl_context.current_rollout() is not self.rollout
-                else None
+                rl_context.set_current(self.rollout) if rl_context.current_rollout() is not self.rollout else None
             )
             call_token = _ACTIVE_CALL.set((self.key, self.span)) if self.key is not None else None
             return otel_token, rollout_token, call_token
@@ -394,9 +390,7 @@ def _agent_id(instance: Any) -> str | None:
     return None if value is None or callable(value) else str(value)
 
 
-def bound_arguments(
-    spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
+def bound_arguments(spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The call's arguments by parameter name, without ``self``/``cls``.
 
     Falls back to ``{"args": [...], "kwargs": {...}}`` when the signature is unknown or the

@@ -54,9 +54,7 @@ class RLAgentMixin:
         if cls.__dict__.get("_rl_is_mixin"):
             return
         mixins = tuple(k for k in cls.__mro__ if k.__dict__.get("_rl_is_mixin"))
-        wrap_class_methods(
-            cls, cls.rl_methods, cls.rl_tool_methods, role=cls.rl_agent_role, skip=mixins
-        )
+        wrap_class_methods(cls, cls.rl_methods, cls.rl_tool_methods, role=cls.rl_agent_role, skip=mixins)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         enable_rl = kwargs.pop("enable_rl", None)

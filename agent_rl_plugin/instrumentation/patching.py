@@ -40,7 +40,7 @@ AGENT_METHOD_NAMES: tuple[str, ...] = (
 
 _ABSENT: Any = object()  # "there was no entry": restoring means deleting
 _INSTANCE_PATCHES = "__agent_rl_patches__"
-_class_patches: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_class_patches: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 __all__ = ["instrument", "uninstrument", "AGENT_METHOD_NAMES"]
 
@@ -145,9 +145,7 @@ def _instance_dict(obj: Any) -> dict[str, Any]:
         ) from None
 
 
-def _instrument_instance(
-    obj: Any, methods: Sequence[str] | None, tool_methods: Sequence[str], role: str
-) -> None:
+def _instrument_instance(obj: Any, methods: Sequence[str] | None, tool_methods: Sequence[str], role: str) -> None:
     attrs = _instance_dict(obj)
     if _INSTANCE_PATCHES in attrs:
         return
@@ -170,9 +168,7 @@ def _instrument_instance(
     attrs[_INSTANCE_PATCHES] = patches
 
 
-def _wrap_for_instance(
-    obj: Any, cls: type, attrs: dict[str, Any], name: str, kind: str, role: str
-) -> Any:
+def _wrap_for_instance(obj: Any, cls: type, attrs: dict[str, Any], name: str, kind: str, role: str) -> Any:
     tool_or_agent = cls.__name__ if kind == SPAN_KIND_AGENT else name
     if name in attrs:  # a callable stored on the instance itself
         raw = attrs[name]

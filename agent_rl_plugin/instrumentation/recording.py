@@ -21,14 +21,14 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanContext
 
-from agent_rl_plugin.ids import new_id
 from agent_rl_plugin import tracing
+from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation import context as rl_context
 from agent_rl_plugin.instrumentation.calls import is_recording
 from agent_rl_plugin.instrumentation.spans import (
@@ -87,7 +87,7 @@ from agent_rl_plugin.serialize import safe_repr, to_attribute_value
 __all__ = ["record_llm_call", "record_tool_call", "record_event", "emit_reward"]
 
 TimeLike = int | float | datetime | None
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _to_ns(value: TimeLike) -> int | None:
@@ -320,8 +320,7 @@ def record_event(
 def _check_reward(value: Any, step: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(
-            f"emit_reward() needs a finite number (int or float), got {type(value).__name__} "
-            f"{safe_repr(value)}"
+            f"emit_reward() needs a finite number (int or float), got {type(value).__name__} {safe_repr(value)}"
         )
     score = float(value)
     if not math.isfinite(score):
@@ -400,9 +399,7 @@ def _emit(
     else:
         token = rl_context.set_current(None)
         try:
-            new = tracer.start_span(
-                f"reward {name}", context=otel_context.Context(), attributes=kind, start_time=now
-            )
+            new = tracer.start_span(f"reward {name}", context=otel_context.Context(), attributes=kind, start_time=now)
         finally:
             rl_context.reset_current(token)
     try:
@@ -410,4 +407,3 @@ def _emit(
         new.add_event(EVENT_EVALUATION_RESULT, attributes=attrs, timestamp=now)
     finally:
         end_span(new, end_time=now)
-

@@ -170,8 +170,12 @@ def _set_clean(span: Span, items: dict[str, Any]) -> bool:
     if _SDK is None or type(span) is not _SDK[0] or not items:
         return False
     bounded = span._attributes  # noqa: SLF001
-    if type(bounded) is not _SDK[1] or bounded.maxlen is not None and (
-        len(bounded._dict) + len(items) > bounded.maxlen  # noqa: SLF001
+    if (
+        type(bounded) is not _SDK[1]
+        or bounded.maxlen is not None
+        and (
+            len(bounded._dict) + len(items) > bounded.maxlen  # noqa: SLF001
+        )
     ):
         return False
     limit = bounded.max_value_len

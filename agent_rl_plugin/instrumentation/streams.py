@@ -58,7 +58,7 @@ class GeneratorProxy(_ProxyBase, Generator):  # type: ignore[misc]
         self._inner = inner
         self._record: CallRecord | None = record
 
-    def __iter__(self) -> "GeneratorProxy":
+    def __iter__(self) -> GeneratorProxy:
         return self
 
     def __next__(self) -> Any:
@@ -136,7 +136,7 @@ class AsyncGeneratorProxy(_ProxyBase, AsyncGenerator):  # type: ignore[misc]
         self._inner = inner
         self._record: CallRecord | None = record
 
-    def __aiter__(self) -> "AsyncGeneratorProxy":
+    def __aiter__(self) -> AsyncGeneratorProxy:
         return self
 
     def __anext__(self) -> Any:
@@ -213,7 +213,7 @@ class SuppressedGenerator(Generator):  # type: ignore[misc]
     def __init__(self, inner: Generator[Any, Any, Any]) -> None:
         self._inner = inner
 
-    def __iter__(self) -> "SuppressedGenerator":
+    def __iter__(self) -> SuppressedGenerator:
         return self
 
     def __next__(self) -> Any:
@@ -252,7 +252,7 @@ class SuppressedAsyncGenerator(AsyncGenerator):  # type: ignore[misc]
     def __init__(self, inner: AsyncGenerator[Any, Any]) -> None:
         self._inner = inner
 
-    def __aiter__(self) -> "SuppressedAsyncGenerator":
+    def __aiter__(self) -> SuppressedAsyncGenerator:
         return self
 
     def __anext__(self) -> Any:

@@ -106,9 +106,7 @@ def wrap(
                  name_from_instance=name_from_instance)
         )  # fmt: skip
     if isinstance(target, staticmethod):
-        return staticmethod(
-            wrap(target.__func__, kind=kind, name=name, role=role, has_self=False)
-        )
+        return staticmethod(wrap(target.__func__, kind=kind, name=name, role=role, has_self=False))
     if isinstance(target, types.MethodType):
         wrapped = wrap(target.__func__, kind=kind, name=name, role=role, has_self=True,
                        name_from_instance=name_from_instance)  # fmt: skip

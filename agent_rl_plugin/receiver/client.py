@@ -32,6 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from agent_rl_plugin.errors import AgentRLError
+
 # The announcement and the snapshot request belong to the store layer; their names stay
 # importable from here for callers of this module.
 from agent_rl_plugin.store.announcements import (
@@ -46,7 +48,6 @@ from agent_rl_plugin.store.announcements import (
 )
 from agent_rl_plugin.store.liveness import pid_alive
 from agent_rl_plugin.store.snapshots import request_snapshot
-from agent_rl_plugin.errors import AgentRLError
 
 __all__ = [
     "ARROW_STREAM",
@@ -94,8 +95,11 @@ def runtime_dir() -> str | None:
     base = os.environ.get("AGENT_RL_RUNTIME_DIR")
     if not base:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
-        base = os.path.join(xdg, "agent-rl") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "agent-rl",
-                                                                      "receivers")
+        base = (
+            os.path.join(xdg, "agent-rl")
+            if xdg
+            else os.path.join(os.path.expanduser("~"), ".cache", "agent-rl", "receivers")
+        )
     try:
         os.makedirs(base, mode=0o700, exist_ok=True)
         status = os.stat(base)
@@ -163,8 +167,9 @@ def token_for_endpoint(url: str) -> str | None:
     return token if isinstance(token, str) and token else None
 
 
-def _request(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
-             timeout: float = 60.0) -> tuple[int, str, bytes]:
+def _request(
+    url: str, token: str | None, data: bytes | None = None, content_type: str | None = None, timeout: float = 60.0
+) -> tuple[int, str, bytes]:
     status, kind, body, _ = exchange(url, token, data, content_type, timeout)
     return status, kind, body
 

@@ -56,8 +56,14 @@ class RateLimited(Exception):
 class Copies:
     """Snapshot and query copies of one database (see the module contract)."""
 
-    def __init__(self, folder: str, cursor_factory: Callable[[], duckdb.DuckDBPyConnection], *,
-                 max_kept: int = 4, min_interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        folder: str,
+        cursor_factory: Callable[[], duckdb.DuckDBPyConnection],
+        *,
+        max_kept: int = 4,
+        min_interval_s: float = 0.5,
+    ) -> None:
         self.folder = folder
         self.cursor_factory = cursor_factory
         self.max_kept = max_kept

@@ -48,11 +48,16 @@ from agent_rl_plugin.errors import AgentRLError
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
-_KINDS = {0: SpanKind.INTERNAL, 1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT,
-          4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
+_KINDS = {
+    0: SpanKind.INTERNAL,
+    1: SpanKind.INTERNAL,
+    2: SpanKind.SERVER,
+    3: SpanKind.CLIENT,
+    4: SpanKind.PRODUCER,
+    5: SpanKind.CONSUMER,
+}
 _STATUS = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
-_ID_FIELDS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "span_id": 16,
-              "parent_span_id": 16}
+_ID_FIELDS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "span_id": 16, "parent_span_id": 16}
 
 
 class DecodeError(AgentRLError, ValueError):
@@ -161,7 +166,7 @@ def request_from_json(data: bytes | str | dict[str, Any]) -> ExportTraceServiceR
         except (ValueError, UnicodeDecodeError) as exc:
             raise DecodeError(f"body is not JSON: {exc}") from None
     if not isinstance(document, dict):
-        raise DecodeError("body is not a JSON object (expected {\"resourceSpans\": [...]})")
+        raise DecodeError('body is not a JSON object (expected {"resourceSpans": [...]})')
     spans_only = {k: v for k, v in document.items() if k in ("resourceSpans", "resource_spans")}
     _fix_ids(spans_only)
     request = ExportTraceServiceRequest()
@@ -267,14 +272,22 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
                 context = SpanContext(trace_id, span_id, False, sampled)
                 parent = None if parent_id is None else SpanContext(trace_id, parent_id, True, sampled)
                 status_code = _STATUS.get(span.status.code, StatusCode.UNSET)
-                events = tuple(
-                    Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in span.events
-                ) if span.events else ()
-                links = tuple(
-                    Link(SpanContext(_int_id(link.trace_id, 16) or 0, _int_id(link.span_id, 8) or 0, True),
-                         attributes(link.attributes))
-                    for link in span.links
-                ) if span.links else ()
+                events = (
+                    tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in span.events)
+                    if span.events
+                    else ()
+                )
+                links = (
+                    tuple(
+                        Link(
+                            SpanContext(_int_id(link.trace_id, 16) or 0, _int_id(link.span_id, 8) or 0, True),
+                            attributes(link.attributes),
+                        )
+                        for link in span.links
+                    )
+                    if span.links
+                    else ()
+                )
                 spans.append(
                     ReadableSpan(
                         name=span.name,

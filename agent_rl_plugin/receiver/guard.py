@@ -72,8 +72,10 @@ class HostPolicy:
         """Why a request with these headers is refused (403), or ``None`` when it may proceed."""
         host = headers.get("Host")
         if host is not None and not self.host_allowed(_host_part(host)):
-            return (f"Host {host!r} is not this receiver's address (DNS rebinding?); "
-                    "serve with --allow-host NAME to accept it")
+            return (
+                f"Host {host!r} is not this receiver's address (DNS rebinding?); "
+                "serve with --allow-host NAME to accept it"
+            )
         origin = headers.get("Origin")
         if origin is not None:
             try:

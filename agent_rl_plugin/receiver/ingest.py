@@ -91,8 +91,14 @@ def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> I
             yield number, spans
 
 
-def _ingest_json(connection: duckdb.DuckDBPyConnection, path: str, converter: SpanConverter,
-                 report: IngestReport, progress: Progress | None, batch_spans: int) -> None:
+def _ingest_json(
+    connection: duckdb.DuckDBPyConnection,
+    path: str,
+    converter: SpanConverter,
+    report: IngestReport,
+    progress: Progress | None,
+    batch_spans: int,
+) -> None:
     pending: list[Any] = []
 
     def write() -> None:

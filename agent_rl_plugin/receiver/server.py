@@ -62,7 +62,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.receiver import client
+from agent_rl_plugin.receiver.copies import Copies, RateLimited, content_key
 from agent_rl_plugin.receiver.decode import (
     JSON,
     PROTOBUF,
@@ -75,7 +77,6 @@ from agent_rl_plugin.receiver.decode import (
     media_type,
     spans_from_request,
 )
-from agent_rl_plugin.receiver.copies import Copies, RateLimited, content_key
 from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
@@ -90,7 +91,6 @@ from agent_rl_plugin.store.user_sql import (
     open_locked,
     run_locked,
 )
-from agent_rl_plugin.errors import AgentRLError
 
 logger = logging.getLogger("agent_rl_plugin.receiver")
 
@@ -100,8 +100,10 @@ DEFAULT_MAX_BODY = 64 << 20  # the OTLP exporter's own default request limit
 RETRY_AFTER_S = 1
 TRACES_TYPES = (PROTOBUF, JSON)
 _BUSY_BODY = b'{"error": "too many connections: retry later", "code": 503}'
-BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-        b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY
+)
 
 
 class ReceiverConfigError(AgentRLError, ValueError):
@@ -112,7 +114,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # idle keep-alive connections must not hold the process at exit
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], receiver: "Receiver") -> None:
+    def __init__(self, address: tuple[str, int], receiver: Receiver) -> None:
         self.receiver = receiver
         self.slots = threading.BoundedSemaphore(receiver.max_connections)
         if ":" in address[0]:
@@ -208,8 +210,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if media_types is not None and not is_media_type(self.headers.get("Content-Type"), media_types):
             self.close_connection = True
-            self._error(415, f"Content-Type must be {' or '.join(media_types)}, "
-                             f"not {self.headers.get('Content-Type') or 'missing'}")
+            self._error(
+                415,
+                f"Content-Type must be {' or '.join(media_types)}, not {self.headers.get('Content-Type') or 'missing'}",
+            )
             return None
         if length > limit:
             self.close_connection = True  # the unread body makes the connection unusable
@@ -296,8 +300,11 @@ class _Handler(BaseHTTPRequestHandler):
             if outcome is not None and outcome.status == "full":
                 self._error(429, "queue full: retry later", {"Retry-After": str(RETRY_AFTER_S)})
             else:
-                self._error(503, "not accepting spans now (shutting down or database unavailable)",
-                            {"Retry-After": str(RETRY_AFTER_S)})
+                self._error(
+                    503,
+                    "not accepting spans now (shutting down or database unavailable)",
+                    {"Retry-After": str(RETRY_AFTER_S)},
+                )
             return
         rejected = invalid + outcome.failed
         stats.add(batches_accepted=1, spans_accepted=outcome.queued, spans_rejected=rejected)
@@ -316,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(sql, str):
                 raise TypeError("sql must be a string")
         except (ValueError, KeyError, TypeError) as exc:
-            self._error(400, f"expected a JSON body {{\"sql\": \"...\"}}: {exc}")
+            self._error(400, f'expected a JSON body {{"sql": "..."}}: {exc}')
             return
         try:
             result = receiver.query(sql, cancel=self._client_gone)
@@ -404,10 +411,16 @@ class Receiver:
         self.max_body_bytes = max_body_bytes
         self.announce = announce
         self.stats = ReceiverStats()
-        self.sink = SpanSink(self.db, max_pending_spans=max_pending_spans, batch_rows=batch_rows,
-                             linger_s=linger_s, write_delay_s=write_delay_s)
-        self.copies = Copies(self.db + ".snapshots", self.sink.cursor, max_kept=max_snapshots,
-                             min_interval_s=snapshot_interval_s)
+        self.sink = SpanSink(
+            self.db,
+            max_pending_spans=max_pending_spans,
+            batch_rows=batch_rows,
+            linger_s=linger_s,
+            write_delay_s=write_delay_s,
+        )
+        self.copies = Copies(
+            self.db + ".snapshots", self.sink.cursor, max_kept=max_snapshots, min_interval_s=snapshot_interval_s
+        )
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._gate = threading.Condition()
@@ -428,7 +441,7 @@ class Receiver:
         """``http://host:port`` for clients (the traces endpoint is ``url + "/v1/traces"``)."""
         return base_url(self.host, self.port)
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         """Open the database, bind, announce and serve in a background thread; returns self.
         Raises :class:`ReceiverConfigError` for a host beyond loopback without an explicit token."""
         if not client.is_loopback(self.host) and (not self.token or self.token_generated):
@@ -447,13 +460,17 @@ class Receiver:
             write_info(self.db, self.host, self.port, self.token or None)
             if self.token and client.is_loopback(self.host):
                 client.write_port_entry(self.port, self.token, self.db)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name=f"agent-rl serve :{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"agent-rl serve :{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         logger.info("agent-rl serve: listening on %s, writing %s", self.url, self.db)
         return self
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         return self.start() if self._server is None else self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,6 @@ import re
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
-
 #: Longest text shown for one message, argument, result or error (the rest is cut, and says so).
 MAX_TEXT = 6000
 #: Input messages of an LLM call: the last ones shown (earlier ones are the previous steps), and
@@ -92,7 +91,7 @@ def table(
     formats = formats or {}
     raw = set(raw)
     numeric = set(numeric)
-    head = "".join(f'<th{" class=num" if k in numeric else ""}>{esc(h)}</th>' for k, h in columns)
+    head = "".join(f"<th{' class=num' if k in numeric else ''}>{esc(h)}</th>" for k, h in columns)
     body = []
     for row in rows:
         cells = []
@@ -102,7 +101,7 @@ def table(
                 text = "" if value is None else str(value)
             else:
                 text = esc(formats[key](value) if key in formats else fmt(value))
-            cells.append(f'<td{" class=num" if key in numeric else ""}>{text}</td>')
+            cells.append(f"<td{' class=num' if key in numeric else ''}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     if not body:
         return '<p class="muted">none</p>'
@@ -129,8 +128,10 @@ def cards(items: Sequence[tuple[str, Any, str]]) -> str:
     out = []
     for label, value, detail in items:
         detail_html = f'<div class="card-detail">{esc(detail)}</div>' if detail else ""
-        out.append(f'<div class="card"><div class="card-value">{esc(fmt(value))}</div>'
-                   f'<div class="card-label">{esc(label)}</div>{detail_html}</div>')
+        out.append(
+            f'<div class="card"><div class="card-value">{esc(fmt(value))}</div>'
+            f'<div class="card-label">{esc(label)}</div>{detail_html}</div>'
+        )
     return f'<div class="cards">{"".join(out)}</div>'
 
 

@@ -61,8 +61,15 @@ def rollouts_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     statuses += sorted({p[1] for p in points} - set(statuses), key=str)
     for status in statuses:
         counts, _ = np.histogram([n for n, (_, s) in zip(numbers, points) if s == status], bins=edges)
-        ax.bar(edges[:-1], counts, width=width * 0.92, bottom=bottom, align="edge",
-               color=STATUS_COLOURS.get(status, PURPLE), label=str(status))
+        ax.bar(
+            edges[:-1],
+            counts,
+            width=width * 0.92,
+            bottom=bottom,
+            align="edge",
+            color=STATUS_COLOURS.get(status, PURPLE),
+            label=str(status),
+        )
         bottom += counts
     ax.set_title(f"Rollouts over time ({len(points)} rollouts in {_duration_text(axis.span_s)})")
     ax.set_xlabel(axis.label)
@@ -97,7 +104,9 @@ def status_and_duration(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     counts: dict[str, int] = {}
     for row in rows:
         counts[str(row.get("status"))] = counts.get(str(row.get("status")), 0) + 1
-    names = [s for s in ("ok", "error", "cancelled") if s in counts] + sorted(set(counts) - {"ok", "error", "cancelled"})
+    names = [s for s in ("ok", "error", "cancelled") if s in counts] + sorted(
+        set(counts) - {"ok", "error", "cancelled"}
+    )
     bars = ax.bar(names, [counts[n] for n in names], color=[STATUS_COLOURS.get(n, PURPLE) for n in names])
     ax.bar_label(bars, labels=[f"{counts[n]} ({counts[n] / len(rows):.0%})" for n in names], fontsize=8, padding=2)
     ax.set_title("Rollouts by status")
@@ -123,15 +132,22 @@ def status_and_duration(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     ax.set_title("Rollout duration")
     ax.set_xlabel("duration (ms)")
     ax.set_ylabel("rollouts")
-    return render(fig, "plot-rollouts-status", "Rollouts by status and duration",
-                   "Left: final status of each rollout. Right: wall-clock duration of each rollout.")
+    return render(
+        fig,
+        "plot-rollouts-status",
+        "Rollouts by status and duration",
+        "Left: final status of each rollout. Right: wall-clock duration of each rollout.",
+    )
 
 
 @in_rc
 def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     """Combined reward of each rollout by start time, with a rolling mean."""
-    points = [(r["start_time"], float(r["reward"]), r.get("status")) for r in rows
-              if r.get("reward") is not None and isinstance(r.get("start_time"), datetime)]
+    points = [
+        (r["start_time"], float(r["reward"]), r.get("status"))
+        for r in rows
+        if r.get("reward") is not None and isinstance(r.get("start_time"), datetime)
+    ]
     if not points:
         return None
     points.sort(key=lambda p: p[0])
@@ -143,8 +159,16 @@ def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
     for status in ("ok", "error", "cancelled"):
         subset = [p for p in shown if p[2] == status]
         if subset:
-            ax.scatter([p[0] for p in subset], [p[1] for p in subset], s=14 if len(shown) < 500 else 5, alpha=0.7,
-                       color=STATUS_COLOURS[status], label=f"rollout ({status})", zorder=3, linewidths=0)
+            ax.scatter(
+                [p[0] for p in subset],
+                [p[1] for p in subset],
+                s=14 if len(shown) < 500 else 5,
+                alpha=0.7,
+                color=STATUS_COLOURS[status],
+                label=f"rollout ({status})",
+                zorder=3,
+                linewidths=0,
+            )
     window = max(3, len(points) // 10)
     if len(points) >= window:
         values = [p[1] for p in points]
@@ -153,15 +177,25 @@ def reward_over_time(rows: Sequence[Mapping[str, Any]]) -> Plot | None:
             total += value - (values[i - window] if i >= window else 0.0)
             rolling.append(total / min(i + 1, window))
         line = thin(list(zip([p[0] for p in points], rolling)), MAX_POINTS // 2)
-        ax.plot([x for x, _ in line], [y for _, y in line], color="#212529", linewidth=1.6,
-                label=f"rolling mean ({window} rollouts)", zorder=4)
+        ax.plot(
+            [x for x, _ in line],
+            [y for _, y in line],
+            color="#212529",
+            linewidth=1.6,
+            label=f"rolling mean ({window} rollouts)",
+            zorder=4,
+        )
     ax.set_title("Combined reward over time")
     ax.set_xlabel(axis.label)
     ax.set_ylabel("combined reward (mean of reward names)")
     axis.apply(ax)
     ax.legend(loc="best")
-    return render(fig, "plot-reward-time", "Combined reward over time",
-                   "Each point is a rollout; the line is the mean of the last rollouts (is the agent improving?).")
+    return render(
+        fig,
+        "plot-reward-time",
+        "Combined reward over time",
+        "Each point is a rollout; the line is the mean of the last rollouts (is the agent improving?).",
+    )
 
 
 # -- rewards ----------------------------------------------------------------------------------
@@ -189,9 +223,13 @@ def reward_distributions(values: Mapping[str, Sequence[float]], max_names: int =
     for index in range(len(names), rows * cols):
         axes[index // cols][index % cols].set_visible(False)
     fig.suptitle("Reward distribution per reward name (episode rewards)", fontweight="bold", fontsize=10.5)
-    return render(fig, "plot-rewards-names", "Reward distribution per reward name",
-                   "Histogram of each reward's episode values (one value per rollout: its latest episode-level "
-                   "value, from the episode_rewards view); the dashed line is the mean.")
+    return render(
+        fig,
+        "plot-rewards-names",
+        "Reward distribution per reward name",
+        "Histogram of each reward's episode values (one value per rollout: its latest episode-level "
+        "value, from the episode_rewards view); the dashed line is the mean.",
+    )
 
 
 @in_rc
@@ -213,8 +251,12 @@ def combined_distribution(rewards: Sequence[float]) -> Plot | None:
     ax.set_ylabel("rollouts")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left")
-    return render(fig, "plot-rewards-combined", "Combined reward",
-                   "The combined reward per rollout: the mean of its reward names' episode values (weight 1 each).")
+    return render(
+        fig,
+        "plot-rewards-combined",
+        "Combined reward",
+        "The combined reward per rollout: the mean of its reward names' episode values (weight 1 each).",
+    )
 
 
 @in_rc
@@ -229,9 +271,16 @@ def reward_by_task(tasks: Sequence[Mapping[str, Any]], max_tasks: int = 30) -> P
     fig, axes = new_figure(height=height)
     ax = axes[0][0]
     positions = list(range(1, len(items) + 1))
-    boxplot(ax, [t["rewards"] for t in items], positions=positions, widths=0.6,
-               patch_artist=True, boxprops={"facecolor": "#d0ebff", "edgecolor": BLUE},
-               medianprops={"color": "#212529"}, showfliers=False)
+    boxplot(
+        ax,
+        [t["rewards"] for t in items],
+        positions=positions,
+        widths=0.6,
+        patch_artist=True,
+        boxprops={"facecolor": "#d0ebff", "edgecolor": BLUE},
+        medianprops={"color": "#212529"},
+        showfliers=False,
+    )
     for position, task in zip(positions, items):
         dots = thin(task["rewards"], 200)
         jitter = [position + ((i * 0.37) % 0.5 - 0.25) for i in range(len(dots))]
@@ -242,8 +291,12 @@ def reward_by_task(tasks: Sequence[Mapping[str, Any]], max_tasks: int = 30) -> P
     ax.set_xlabel("combined reward")
     ax.set_ylabel("task")
     ax.invert_yaxis()
-    return render(fig, "plot-rewards-task", "Combined reward by task",
-                   "Box: quartiles of the rollouts' combined reward per task; dots: rollouts; diamond: mean.")
+    return render(
+        fig,
+        "plot-rewards-task",
+        "Combined reward by task",
+        "Box: quartiles of the rollouts' combined reward per task; dots: rollouts; diamond: mean.",
+    )
 
 
 @in_rc
@@ -272,20 +325,28 @@ def group_spread(groups: Sequence[Mapping[str, Any]], max_groups: int = 40) -> P
         ax.set_xticks(ticks, labels)
     ax.set_xlim(-0.6, len(items) - 0.4)
     flat_count = sum(1 for g in everything if g["spread"] is not None and g["spread"] < 1e-12 and len(g["rewards"]) > 1)
-    shown = f"{len(items)} of {len(everything)} groups shown" if len(items) < len(everything) else f"{len(items)} groups"
+    shown = (
+        f"{len(items)} of {len(everything)} groups shown" if len(items) < len(everything) else f"{len(items)} groups"
+    )
     ax.set_title(f"Reward spread within GRPO groups\n({shown}, {flat_count} with no spread)")
     ax.set_xlabel("group")
     ax.set_ylabel("combined reward")
-    return render(fig, "plot-rewards-groups", "Reward spread within groups",
-                   "Each column is a group: dots are its rollouts, the bar spans min to max, the dash is the mean. "
-                   "Red groups have no spread: every rollout got the same reward, so GRPO learns nothing from them.")
+    return render(
+        fig,
+        "plot-rewards-groups",
+        "Reward spread within groups",
+        "Each column is a group: dots are its rollouts, the bar spans min to max, the dash is the mean. "
+        "Red groups have no spread: every rollout got the same reward, so GRPO learns nothing from them.",
+    )
 
 
 # -- tools and tokens -------------------------------------------------------------------------
 
 
 @in_rc
-def tool_calls(tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Sequence[float]], max_tools: int = 25) -> Plot | None:
+def tool_calls(
+    tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Sequence[float]], max_tools: int = 25
+) -> Plot | None:
     """Calls per tool (ok / error, with the error rate) and latency per tool (box plot, ms)."""
     items = list(tools)[:max_tools]
     if not items:
@@ -312,9 +373,18 @@ def tool_calls(tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Seque
     data = [list(latencies.get(str(t["tool_name"]), [])) or [float("nan")] for t in items]
     finite = [v for values in data for v in values if v == v]
     if finite:
-        boxplot(ax, data, positions=ys, widths=0.6, patch_artist=True, manage_ticks=False,
-                 showfliers=len(finite) <= 5000, flierprops={"markersize": 3},
-                 boxprops={"facecolor": "#d3f9d8", "edgecolor": OK}, medianprops={"color": "#212529"})
+        boxplot(
+            ax,
+            data,
+            positions=ys,
+            widths=0.6,
+            patch_artist=True,
+            manage_ticks=False,
+            showfliers=len(finite) <= 5000,
+            flierprops={"markersize": 3},
+            boxprops={"facecolor": "#d3f9d8", "edgecolor": OK},
+            medianprops={"color": "#212529"},
+        )
         positive = [v for v in finite if v > 0]
         if positive and max(positive) / max(min(positive), 1e-9) > 50:
             ax.set_xscale("log")
@@ -324,13 +394,19 @@ def tool_calls(tools: Sequence[Mapping[str, Any]], latencies: Mapping[str, Seque
     ax.set_ylim(len(items) - 0.4, -0.6)
     ax.set_title("Tool latency")
     ax.set_xlabel("latency (ms)")
-    return render(fig, "plot-tools", "Tool calls and latency",
-                   "Left: calls per tool, ok (green) and failed (red), with the error rate. Right: distribution of "
-                   "each tool's call duration (box: quartiles, whiskers: 1.5 IQR, circles: outliers).")
+    return render(
+        fig,
+        "plot-tools",
+        "Tool calls and latency",
+        "Left: calls per tool, ok (green) and failed (red), with the error rate. Right: distribution of "
+        "each tool's call duration (box: quartiles, whiskers: 1.5 IQR, circles: outliers).",
+    )
 
 
 @in_rc
-def tokens(models: Sequence[Mapping[str, Any]], per_rollout: Sequence[Mapping[str, Any]], max_models: int = 15) -> Plot | None:
+def tokens(
+    models: Sequence[Mapping[str, Any]], per_rollout: Sequence[Mapping[str, Any]], max_models: int = 15
+) -> Plot | None:
     """Tokens by model (stacked input / output) and tokens per rollout (histograms)."""
     items = [m for m in models if (m["input_tokens"] or 0) + (m["output_tokens"] or 0) > 0][:max_models]
     if not items:
@@ -367,8 +443,12 @@ def tokens(models: Sequence[Mapping[str, Any]], per_rollout: Sequence[Mapping[st
     ax.set_title("Tokens per rollout")
     ax.set_xlabel("tokens in the rollout")
     ax.set_ylabel("rollouts")
-    return render(fig, "plot-tokens", "Token usage",
-                   "Left: input and output tokens summed per model. Right: tokens per rollout (sum over its LLM calls).")
+    return render(
+        fig,
+        "plot-tokens",
+        "Token usage",
+        "Left: input and output tokens summed per model. Right: tokens per rollout (sum over its LLM calls).",
+    )
 
 
 # -- coordination -----------------------------------------------------------------------------
@@ -410,9 +490,13 @@ def coordination(counts: Sequence[Mapping[str, Any]], rollouts: Sequence[Mapping
     ax.set_title("Consensus")
     ax.set_ylabel("rollouts")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    return render(fig, "plot-coordination", "Coordination",
-                   "Left: coordination events by type. Middle: rounds per multi-agent rollout (max round + 1, else "
-                   "restarts + 1). Right: rollouts where a majority of the last round's votes named the final answerer.")
+    return render(
+        fig,
+        "plot-coordination",
+        "Coordination",
+        "Left: coordination events by type. Middle: rounds per multi-agent rollout (max round + 1, else "
+        "restarts + 1). Right: rollouts where a majority of the last round's votes named the final answerer.",
+    )
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -440,7 +524,9 @@ def training_panels(metrics: Mapping[str, Sequence[tuple[float, float]]]) -> lis
 
 
 @in_rc
-def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[float, float]]], index: int) -> Plot | None:
+def training_run(
+    run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[float, float]]], index: int
+) -> Plot | None:
     """A training run's loss, reward, KL and log-probability curves by optimizer step."""
     panels = training_panels(metrics)
     if not panels:
@@ -452,8 +538,15 @@ def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[fl
         ax = axes[position // cols][position % cols]
         for colour_index, name in enumerate(names[:8]):
             points = metrics[name]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=2.5, linewidth=1.4,
-                    color=PALETTE[colour_index % len(PALETTE)], label=short(name, 26))
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o",
+                markersize=2.5,
+                linewidth=1.4,
+                color=PALETTE[colour_index % len(PALETTE)],
+                label=short(name, 26),
+            )
         ax.set_title(title)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(label)
@@ -463,5 +556,9 @@ def training_run(run: Mapping[str, Any], metrics: Mapping[str, Sequence[tuple[fl
         axes[position // cols][position % cols].set_visible(False)
     run_name = f"{run.get('method')} run {str(run.get('run_id'))[:8]}"
     fig.suptitle(f"Training: {short(run_name, 60)}", fontweight="bold", fontsize=10.5)
-    return render(fig, f"plot-training-{index}", f"Training run {run_name}",
-                   "Metrics logged by the trainer at each optimizer step (training_metrics).")
+    return render(
+        fig,
+        f"plot-training-{index}",
+        f"Training run {run_name}",
+        "Metrics logged by the trainer at each optimizer step (training_metrics).",
+    )

@@ -22,9 +22,9 @@ import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.coordination_metrics import coordination_summary
 from agent_rl_plugin.store.views import combined_reward_sql
-from agent_rl_plugin.errors import AgentRLError
 
 #: Coordination event types: a section on coordination appears when one of these was recorded.
 COORDINATION_TYPES = (sc.EVENT_TYPE_NEW_ANSWER, sc.EVENT_TYPE_VOTE, sc.EVENT_TYPE_RESTART)
@@ -32,7 +32,6 @@ COORDINATION_TYPES = (sc.EVENT_TYPE_NEW_ANSWER, sc.EVENT_TYPE_VOTE, sc.EVENT_TYP
 
 class ReportError(AgentRLError, ValueError):
     """The report cannot be built as asked (a bad ``where``, a statement that writes...)."""
-
 
 
 def _first_line(exc: BaseException) -> str:
@@ -48,9 +47,7 @@ def fetch(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]
 
 
 def has_table(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
-    rows = connection.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchall()
+    rows = connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchall()
     return bool(rows and rows[0][0])
 
 
@@ -69,7 +66,9 @@ def select(connection: duckdb.DuckDBPyConnection, where: str | None) -> pa.Table
         return _empty_selection()
     if where is not None:
         if not where.strip():
-            raise ReportError("the where condition is empty", "give an SQL condition over the rollouts view, e.g. status = 'error'")
+            raise ReportError(
+                "the where condition is empty", "give an SQL condition over the rollouts view, e.g. status = 'error'"
+            )
         try:
             check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
         except SqlRefused as exc:
@@ -266,7 +265,7 @@ def _grouped(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
                 "rewards": rewards,
             }
         )
-    out.sort(key=lambda s: ("" if s[key] is None else str(s[key])))
+    out.sort(key=lambda s: "" if s[key] is None else str(s[key]))
     return out
 
 
@@ -373,11 +372,16 @@ def coordination(connection: duckdb.DuckDBPyConnection, sel: str) -> dict[str, A
         index = row["step_index"] if row["step_index"] is not None else position
         per_rollout.setdefault(row["rollout_id"], []).append(
             SimpleNamespace(
-                event_type=row["event_type"], round=row["round"], agent_id=row["agent_id"],
-                target=row["target"], index=index,
+                event_type=row["event_type"],
+                round=row["round"],
+                agent_id=row["agent_id"],
+                target=row["target"],
+                index=index,
             )
         )
-    rollouts = [{"rollout_id": rollout_id, **coordination_summary(events)} for rollout_id, events in per_rollout.items()]
+    rollouts = [
+        {"rollout_id": rollout_id, **coordination_summary(events)} for rollout_id, events in per_rollout.items()
+    ]
     rollouts.sort(key=lambda r: r["rollout_id"])
     return {"counts": counts, "rollouts": rollouts}
 
@@ -414,7 +418,9 @@ def training_runs(connection: duckdb.DuckDBPyConnection, limit: int = 20) -> lis
     return rows
 
 
-def training_metrics(connection: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+def training_metrics(
+    connection: duckdb.DuckDBPyConnection, run_ids: Sequence[str]
+) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """{run_id: {metric name: [(step, value), ...]}} for the given runs, by step."""
     if not run_ids or not has_table(connection, "training_metrics"):
         return {}

@@ -119,7 +119,7 @@ def to_svg(fig: Any, plot_id: str, title: str = "") -> str:
     with matplotlib.rc_context(_RC):
         fig.savefig(buffer, format="svg")
     text = buffer.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     text = _COMMENT.sub("", text)
     text = _METADATA.sub("", text)  # creator and date: bytes, and not deterministic
     ids = set(_ID.findall(text))
@@ -134,7 +134,9 @@ def to_svg(fig: Any, plot_id: str, title: str = "") -> str:
         lambda m: f'{m.group(1)}{rename(m.group(2)) if m.group(2) in ids else m.group(2)}"',
         text,
     )
-    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{rename(m.group(1)) if m.group(1) in ids else m.group(1)})", text)
+    text = re.sub(
+        r"url\(#([^)]+)\)", lambda m: f"url(#{rename(m.group(1)) if m.group(1) in ids else m.group(1)})", text
+    )
     label = html.escape(title, quote=True)
     text = text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{label}" ', 1)
     return "\n".join(line for line in text.splitlines() if line.strip())
@@ -189,9 +191,12 @@ def hist_bins(values: Sequence[float], max_bins: int = 30) -> Any:
 
     lo, hi = min(values), max(values)
     if lo == hi:
-        return np.array([lo - 0.5, hi + 0.5]) if lo == int(lo) else np.array([lo - abs(lo) * 0.05 - 0.05, hi + abs(hi) * 0.05 + 0.05])
+        return (
+            np.array([lo - 0.5, hi + 0.5])
+            if lo == int(lo)
+            else np.array([lo - abs(lo) * 0.05 - 0.05, hi + abs(hi) * 0.05 + 0.05])
+        )
     return min(max_bins, max(5, int(math.sqrt(len(values)) * 2)))
-
 
 
 class TimeAxis:

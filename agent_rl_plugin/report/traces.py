@@ -104,14 +104,20 @@ def messages_html(messages_json: Any, last: int | None = None, limit: int = MAX_
     if last is not None and len(messages) > last:
         shown = messages[-last:]
         hidden = len(messages) - last
-        blocks.append(f'<p class="more">{hidden} earlier message{"s" if hidden != 1 else ""} not shown '
-                      "(see the previous steps)</p>")
+        blocks.append(
+            f'<p class="more">{hidden} earlier message{"s" if hidden != 1 else ""} not shown '
+            "(see the previous steps)</p>"
+        )
     for message in shown:
         if not isinstance(message, dict):
             blocks.append(f'<div class="msg"><pre class="text">{cut(_pretty(message), limit)}</pre></div>')
             continue
         role = str(message.get("role", "?"))
-        extra = f' <span class="muted">(answers {esc(message["tool_call_id"])})</span>' if message.get("tool_call_id") else ""
+        extra = (
+            f' <span class="muted">(answers {esc(message["tool_call_id"])})</span>'
+            if message.get("tool_call_id")
+            else ""
+        )
         name = f' <span class="muted">{esc(message["name"])}</span>' if message.get("name") else ""
         text = _message_text(message)
         body = f'<pre class="text">{cut(text, limit)}</pre>' if text else ""
@@ -191,7 +197,10 @@ class TraceRenderer:
         duration = span.get("duration_ms")
         timing = f'<span class="time">+{offset:,.1f} ms · {fmt(duration) if duration is not None else "?"} ms</span>'
         error = span.get("status_code") == "ERROR"
-        head = [f'<span class="kind k-{kind}">{_KIND_LABEL[kind]}</span>', f'<span class="name">{esc(span.get("name"))}</span>']
+        head = [
+            f'<span class="kind k-{kind}">{_KIND_LABEL[kind]}</span>',
+            f'<span class="name">{esc(span.get("name"))}</span>',
+        ]
         if kind == "llm":
             tokens_in = attrs.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
             tokens_out = attrs.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
@@ -215,7 +224,7 @@ class TraceRenderer:
             if rendered:
                 items.append(rendered)
         items.extend(self.span(child) for child in children[child_index:])
-        nested = f'<ul>{"".join(items)}</ul>' if items else ""
+        nested = f"<ul>{''.join(items)}</ul>" if items else ""
         css = f"node k-{kind}" + (" failed" if error else "")
         return f'<li class="{css}"><div class="head">{" ".join(h for h in head if h)}</div>{body}{nested}</li>'
 
@@ -224,28 +233,42 @@ class TraceRenderer:
         if kind == "llm":
             if sc.GEN_AI_INPUT_MESSAGES in attrs:
                 blocks, count = messages_html(attrs[sc.GEN_AI_INPUT_MESSAGES], MAX_INPUT_MESSAGES, MAX_INPUT_TEXT)
-                parts.append(f'<details class="io"><summary>input: {count} message{"s" if count != 1 else ""}</summary>{blocks}</details>')
+                parts.append(
+                    f'<details class="io"><summary>input: {count} message{"s" if count != 1 else ""}</summary>{blocks}</details>'
+                )
             if attrs.get(sc.REASONING):
-                parts.append(f'<details class="io"><summary>reasoning</summary><pre class="text">{cut(str(attrs[sc.REASONING]))}</pre></details>')
+                parts.append(
+                    f'<details class="io"><summary>reasoning</summary><pre class="text">{cut(str(attrs[sc.REASONING]))}</pre></details>'
+                )
             if sc.GEN_AI_OUTPUT_MESSAGES in attrs:
                 blocks, _ = messages_html(attrs[sc.GEN_AI_OUTPUT_MESSAGES])
                 parts.append(f'<div class="io out"><div class="label">output</div>{blocks}</div>')
         elif kind == "tool":
             if sc.GEN_AI_TOOL_CALL_ARGUMENTS in attrs:
-                parts.append(f'<div class="io"><div class="label">arguments</div><pre class="text">{cut(_pretty(attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]))}</pre></div>')
+                parts.append(
+                    f'<div class="io"><div class="label">arguments</div><pre class="text">{cut(_pretty(attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]))}</pre></div>'
+                )
             if sc.GEN_AI_TOOL_CALL_RESULT in attrs:
-                parts.append(f'<div class="io"><div class="label">result</div><pre class="text">{cut(_pretty(attrs[sc.GEN_AI_TOOL_CALL_RESULT]))}</pre></div>')
+                parts.append(
+                    f'<div class="io"><div class="label">result</div><pre class="text">{cut(_pretty(attrs[sc.GEN_AI_TOOL_CALL_RESULT]))}</pre></div>'
+                )
         elif kind in ("agent", "rollout"):
             if attrs.get(sc.ROLLOUT_INPUT) and kind == "agent":
-                parts.append(f'<details class="io"><summary>input</summary><pre class="text">{cut(_pretty(attrs[sc.ROLLOUT_INPUT]))}</pre></details>')
+                parts.append(
+                    f'<details class="io"><summary>input</summary><pre class="text">{cut(_pretty(attrs[sc.ROLLOUT_INPUT]))}</pre></details>'
+                )
             if attrs.get(sc.ROLLOUT_OUTPUT):
-                parts.append(f'<div class="io"><div class="label">output</div><pre class="text">{cut(_pretty(attrs[sc.ROLLOUT_OUTPUT]))}</pre></div>')
+                parts.append(
+                    f'<div class="io"><div class="label">output</div><pre class="text">{cut(_pretty(attrs[sc.ROLLOUT_OUTPUT]))}</pre></div>'
+                )
         if span.get("status_code") == "ERROR":
             error_type, message = attrs.get(sc.ERROR_TYPE), span.get("status_message")
             if error_type and message and str(error_type) in str(message):
                 error_type = None
             error = ": ".join(str(x) for x in (error_type, message) if x)
-            parts.append(f'<div class="io error"><div class="label">error</div><pre class="text">{cut(error or "error")}</pre></div>')
+            parts.append(
+                f'<div class="io error"><div class="label">error</div><pre class="text">{cut(error or "error")}</pre></div>'
+            )
         return "".join(parts)
 
     def event(self, span_id: str, event_index: int, event: Mapping[str, Any]) -> str:
@@ -277,9 +300,15 @@ class TraceRenderer:
             return f'<li class="node k-reward"><div class="head"><span class="kind k-reward">reward</span> emitted {_reward_chips([reward])}{where}{reason}</div></li>'
         if name == "exception":
             trace = attrs.get("exception.stacktrace")
-            stack = f'<details class="io"><summary>stack trace</summary><pre class="text">{cut(str(trace))}</pre></details>' if trace else ""
-            return (f'<li class="node k-exception"><div class="head"><span class="kind k-exception">exception</span> '
-                    f'<b>{esc(attrs.get("exception.type"))}</b>: {esc(attrs.get("exception.message"))}</div>{stack}</li>')
+            stack = (
+                f'<details class="io"><summary>stack trace</summary><pre class="text">{cut(str(trace))}</pre></details>'
+                if trace
+                else ""
+            )
+            return (
+                f'<li class="node k-exception"><div class="head"><span class="kind k-exception">exception</span> '
+                f"<b>{esc(attrs.get('exception.type'))}</b>: {esc(attrs.get('exception.message'))}</div>{stack}</li>"
+            )
         return ""
 
 
@@ -302,7 +331,7 @@ def trace_html(rollout: Mapping[str, Any], data: Mapping[str, Any], why: str) ->
     rid = str(rollout["rollout_id"])
     reward = rollout.get("reward")
     summary = (
-        f'<code>{esc(rid[:16])}</code> {status_badge(rollout.get("status"))} '
+        f"<code>{esc(rid[:16])}</code> {status_badge(rollout.get('status'))} "
         f'<span class="muted">task</span> {esc(rollout.get("task_id"))} '
         f'<span class="muted">group</span> {esc(rollout.get("group_id"))} '
         f'<span class="muted">reward</span> <b>{esc(fmt(reward)) if reward is not None else "none"}</b> '
@@ -311,18 +340,38 @@ def trace_html(rollout: Mapping[str, Any], data: Mapping[str, Any], why: str) ->
     facts = [("rollout id", f"<code>{esc(rid)}</code>")]
     if rollout.get("error"):
         facts.append(("error", f'<span class="err-text">{esc(rollout["error"])}</span>'))
-    facts.append(("calls", esc(f'{rollout.get("n_llm_calls", 0)} LLM, {rollout.get("n_tool_calls", 0)} tool '
-                              f'({rollout.get("n_tool_errors", 0)} failed)')))
+    facts.append(
+        (
+            "calls",
+            esc(
+                f"{rollout.get('n_llm_calls', 0)} LLM, {rollout.get('n_tool_calls', 0)} tool "
+                f"({rollout.get('n_tool_errors', 0)} failed)"
+            ),
+        )
+    )
     facts_html = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts)
     rewards = data.get("rewards", [])
-    reward_table = table(
-        [("name", "reward"), ("step_index", "step"), ("value", "value"), ("source", "source"),
-         ("plugin", "plugin"), ("reason", "reason"), ("error", "error")],
-        rewards, numeric=("value", "step_index"), css="data compact",
-    ) if rewards else '<p class="muted">no rewards yet (agent-rl score)</p>'
+    reward_table = (
+        table(
+            [
+                ("name", "reward"),
+                ("step_index", "step"),
+                ("value", "value"),
+                ("source", "source"),
+                ("plugin", "plugin"),
+                ("reason", "reason"),
+                ("error", "error"),
+            ],
+            rewards,
+            numeric=("value", "step_index"),
+            css="data compact",
+        )
+        if rewards
+        else '<p class="muted">no rewards yet (agent-rl score)</p>'
+    )
     tree = TraceRenderer(data).tree()
     return (
         f'<details class="trace" id="{esc(anchor_id(rid))}"><summary>{summary}</summary>'
         f'<div class="trace-body"><dl class="facts">{facts_html}</dl>'
-        f'<h4>Rewards</h4>{reward_table}<h4>Steps</h4>{tree}</div></details>'
+        f"<h4>Rewards</h4>{reward_table}<h4>Steps</h4>{tree}</div></details>"
     )

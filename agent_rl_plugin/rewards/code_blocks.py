@@ -82,7 +82,7 @@ def looks_like_code(code: str) -> bool:
 
 def _dedent(line: str, indent: int) -> str:
     removable = len(line) - len(line.lstrip(" \t"))
-    return line[min(indent, removable):]
+    return line[min(indent, removable) :]
 
 
 def fenced_blocks(text: str) -> list[CodeBlock]:

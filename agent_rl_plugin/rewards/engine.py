@@ -112,7 +112,9 @@ class RewardEngine:
                 raise ValueError(f"table row {position}: value {value!r} of {row['name']!r} is not a finite number")
             key = (row["rollout_id"], row["name"])
             if key in seen:
-                raise ValueError(f"table row {position}: a second {row['name']!r} reward for rollout {row['rollout_id']!r}")
+                raise ValueError(
+                    f"table row {position}: a second {row['name']!r} reward for rollout {row['rollout_id']!r}"
+                )
             seen.add(key)
             rows.append(order[row["rollout_id"]])
             names.append(row["name"])
@@ -221,7 +223,9 @@ class RewardEngine:
             raise ValueError(f"matrix must be two-dimensional (candidates x objectives), got shape {m.shape}")
         bad = np.argwhere(~np.isfinite(m))
         if bad.size:
-            raise ValueError(f"matrix[{bad[0][0]}][{bad[0][1]}] is {m[tuple(bad[0])]} (NaN or infinite values are not allowed)")
+            raise ValueError(
+                f"matrix[{bad[0][0]}][{bad[0][1]}] is {m[tuple(bad[0])]} (NaN or infinite values are not allowed)"
+            )
         if maximize is not None:
             if len(maximize) != m.shape[1]:
                 raise ValueError(f"maximize has {len(maximize)} entries but the matrix has {m.shape[1]} columns")

@@ -37,8 +37,8 @@ import pluggy
 
 from agent_rl_plugin import plugins as plugin_registry
 from agent_rl_plugin.config import RLConfig
-from agent_rl_plugin.rewards.base import RewardPlugin
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.rewards.base import RewardPlugin
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,9 @@ def _build(obj: Any, config: RLConfig, plugin_name: str) -> RewardPlugin:
     if not isinstance(name, str) or not name.strip():
         raise RewardRegistrationError(f"plugin {plugin_name!r} registered a reward without a name ({obj!r:.80})")
     if obj.mode not in _MODES:
-        raise RewardRegistrationError(f"plugin {plugin_name!r}: reward {name!r} has mode {obj.mode!r}, not one of {_MODES}")
+        raise RewardRegistrationError(
+            f"plugin {plugin_name!r}: reward {name!r} has mode {obj.mode!r}, not one of {_MODES}"
+        )
     if obj.source not in _SOURCES:
         raise RewardRegistrationError(
             f"plugin {plugin_name!r}: reward {name!r} has source {obj.source!r}, not one of {_SOURCES}"

@@ -145,7 +145,9 @@ class Rollout(BaseModel):
     task_metadata: dict[str, Any] = Field(default_factory=dict)
     label: str | None = Field(None, description="Latest human label: good, bad or skip.")
     label_value: float | None = None
-    emitted_rewards: dict[str, float] = Field(default_factory=dict, description="Rewards the agent emitted (episode level), by name.")
+    emitted_rewards: dict[str, float] = Field(
+        default_factory=dict, description="Rewards the agent emitted (episode level), by name."
+    )
 
     @property
     def tool_calls(self) -> list[Step]:
@@ -229,10 +231,7 @@ def load_rollouts(
         emitted = _load_emitted(connection)
     finally:
         connection.unregister("_arl_selected")
-    return [
-        _build(row, steps.get(row["rollout_id"], []), tasks, labels, emitted)
-        for row in selected.to_pylist()
-    ]
+    return [_build(row, steps.get(row["rollout_id"], []), tasks, labels, emitted) for row in selected.to_pylist()]
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

@@ -21,26 +21,51 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Iterable, Sequence
 
 import duckdb
 import pyarrow as pa
 
-from agent_rl_plugin.store.transaction import arrow_transaction
 from agent_rl_plugin.rewards.base import RewardPlugin
+from agent_rl_plugin.store.transaction import arrow_transaction
 
 COLUMNS: tuple[str, ...] = (
-    "reward_id", "rollout_id", "step_index", "name", "value", "label", "reason", "metrics",
-    "plugin", "plugin_version", "source", "input_hash", "created_at", "error", "trace_id", "span_id",
+    "reward_id",
+    "rollout_id",
+    "step_index",
+    "name",
+    "value",
+    "label",
+    "reason",
+    "metrics",
+    "plugin",
+    "plugin_version",
+    "source",
+    "input_hash",
+    "created_at",
+    "error",
+    "trace_id",
+    "span_id",
 )
 _SCHEMA = pa.schema(
     [
-        ("reward_id", pa.string()), ("rollout_id", pa.string()), ("step_index", pa.int32()),
-        ("name", pa.string()), ("value", pa.float64()), ("label", pa.string()), ("reason", pa.string()),
-        ("metrics", pa.string()), ("plugin", pa.string()), ("plugin_version", pa.string()),
-        ("source", pa.string()), ("input_hash", pa.string()), ("created_at", pa.timestamp("us")),
-        ("error", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
+        ("reward_id", pa.string()),
+        ("rollout_id", pa.string()),
+        ("step_index", pa.int32()),
+        ("name", pa.string()),
+        ("value", pa.float64()),
+        ("label", pa.string()),
+        ("reason", pa.string()),
+        ("metrics", pa.string()),
+        ("plugin", pa.string()),
+        ("plugin_version", pa.string()),
+        ("source", pa.string()),
+        ("input_hash", pa.string()),
+        ("created_at", pa.timestamp("us")),
+        ("error", pa.string()),
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
     ]
 )
 MAX_ERROR_CHARS = 2_000
@@ -92,7 +117,7 @@ class Outcome:
     error: str | None = None
 
     @classmethod
-    def failed(cls, message: str, traceback_text: str | None = None) -> "Outcome":
+    def failed(cls, message: str, traceback_text: str | None = None) -> Outcome:
         metrics = dumps({"traceback": traceback_text}) if traceback_text else "{}"
         return cls("error", error=message[:MAX_ERROR_CHARS], metrics=metrics)
 
@@ -138,10 +163,22 @@ def _redactor() -> Any:
 
 def _row(ctx: RowContext, now: datetime, **values: Any) -> dict[str, Any]:
     row = {
-        "reward_id": str(uuid.uuid4()), "rollout_id": ctx.rollout_id, "step_index": None, "name": ctx.name,
-        "value": None, "label": None, "reason": None, "metrics": "{}", "plugin": ctx.plugin,
-        "plugin_version": ctx.plugin_version, "source": ctx.source, "input_hash": ctx.input_hash,
-        "created_at": now, "error": None, "trace_id": None, "span_id": None,
+        "reward_id": str(uuid.uuid4()),
+        "rollout_id": ctx.rollout_id,
+        "step_index": None,
+        "name": ctx.name,
+        "value": None,
+        "label": None,
+        "reason": None,
+        "metrics": "{}",
+        "plugin": ctx.plugin,
+        "plugin_version": ctx.plugin_version,
+        "source": ctx.source,
+        "input_hash": ctx.input_hash,
+        "created_at": now,
+        "error": None,
+        "trace_id": None,
+        "span_id": None,
     }
     row.update(values)
     redactor = _redactor()
@@ -154,7 +191,7 @@ def _row(ctx: RowContext, now: datetime, **values: Any) -> dict[str, Any]:
 
 def outcome_rows(ctx: RowContext, outcome: Outcome, step_span_ids: Sequence[str | None] = ()) -> list[dict[str, Any]]:
     """The rows to write for ``outcome`` (none when not applicable)."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     if outcome.status == "na":
         return []
     if outcome.status == "error":
@@ -163,8 +200,15 @@ def outcome_rows(ctx: RowContext, outcome: Outcome, step_span_ids: Sequence[str 
     for step in outcome.steps:
         span_id = step_span_ids[step.step_index] if step.step_index < len(step_span_ids) else None
         rows.append(
-            _row(ctx, now, step_index=step.step_index, value=step.value, reason=step.reason, metrics=step.metrics,
-                 span_id=span_id)
+            _row(
+                ctx,
+                now,
+                step_index=step.step_index,
+                value=step.value,
+                reason=step.reason,
+                metrics=step.metrics,
+                span_id=span_id,
+            )
         )
     return rows
 
@@ -228,7 +272,7 @@ class RowWriter:
     def close(self) -> None:
         self.flush()
 
-    def __enter__(self) -> "RowWriter":
+    def __enter__(self) -> RowWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

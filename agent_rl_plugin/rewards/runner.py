@@ -31,23 +31,22 @@ import duckdb
 import pluggy
 
 from agent_rl_plugin.config import RLConfig
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.base import RewardPlugin, ScoringContext
 from agent_rl_plugin.rewards.registry import RegisteredReward, collect_registered_rewards
 from agent_rl_plugin.rewards.rollout import Rollout, load_rollouts
 from agent_rl_plugin.rewards.rows import Outcome, RowContext, RowWriter, done_keys, input_hash, outcome_rows
 from agent_rl_plugin.rewards.workers import WorkerPool, WorkItem, evaluate, run_in_process
-from agent_rl_plugin.errors import AgentRLError
 
 Progress = Callable[[int, int], None]
 WHERE_HINT = (
     "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0' and status = 'ok'\" "
-    "(its columns: docs/schema.md, or `agent-rl query \"describe rollouts\"`)"
+    '(its columns: docs/schema.md, or `agent-rl query "describe rollouts"`)'
 )
 
 
 class ScoringError(AgentRLError):
     """A problem with the request (unknown reward, bad SQL); ``hint`` says how to fix it."""
-
 
 
 class UnknownRewardError(ScoringError):
@@ -165,8 +164,9 @@ def check_where(where: str | None) -> None:
         raise ScoringError(f"bad where SQL: {exc}", WHERE_HINT) from None
 
 
-def _read(db_path: str, where: str | None, rollout_ids: Sequence[str] | None, names: Sequence[str],
-          rescore: bool) -> tuple[list[Rollout], set[tuple[str, str, str]]]:
+def _read(
+    db_path: str, where: str | None, rollout_ids: Sequence[str] | None, names: Sequence[str], rescore: bool
+) -> tuple[list[Rollout], set[tuple[str, str, str]]]:
     from agent_rl_plugin.store import open_reader
 
     connection = open_reader(db_path)
@@ -300,7 +300,8 @@ def score(
     items = [item for item in planned if item.reward not in prepare_errors]
     failed_now = [
         (item, [Outcome.failed(prepare_errors[item.reward])] * len(item.indices))
-        for item in planned if item.reward in prepare_errors
+        for item in planned
+        if item.reward in prepare_errors
     ]
     if progress:
         progress(finished, total)
@@ -316,8 +317,9 @@ def score(
                 if index not in wanted:
                     continue
                 rollout = rollouts[index]
-                ctx = RowContext(rollout.rollout_id, entry.name, entry.plugin, entry.plugin_version,
-                                 entry.reward.source, digest)
+                ctx = RowContext(
+                    rollout.rollout_id, entry.name, entry.plugin, entry.plugin_version, entry.reward.source, digest
+                )
                 writer.add(outcome_rows(ctx, outcome, [s.span_id for s in rollout.steps]))
                 if outcome.status == "error":
                     row_stats.add_error(outcome.error or "error")

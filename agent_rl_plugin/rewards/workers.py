@@ -62,7 +62,7 @@ def _invalid(exc: BaseException, reward: RewardPlugin) -> Outcome:
     """``invalid result: DETAIL (reward 'NAME')`` from a RewardContractError."""
     detail = str(exc)
     prefix = f"reward {reward.name!r} returned an invalid result: "
-    detail = detail[len(prefix):] if detail.startswith(prefix) else detail
+    detail = detail[len(prefix) :] if detail.startswith(prefix) else detail
     detail = detail.removeprefix("Value error, ")
     return Outcome.failed(f"invalid result: {detail} (reward {reward.name!r})")
 
@@ -73,9 +73,7 @@ def _check(value: Any, reward: RewardPlugin, rollout: Rollout) -> Outcome:
         n_steps = len(rollout.steps)
         for step in result.step_outputs:
             if step.step_index >= n_steps:
-                raise RewardContractError(
-                    f"step_index {step.step_index} is past the rollout's {n_steps} steps"
-                )
+                raise RewardContractError(f"step_index {step.step_index} is past the rollout's {n_steps} steps")
         if result.error is not None:
             return Outcome.failed(result.error)
         if not result.applicable:
@@ -87,8 +85,12 @@ def _check(value: Any, reward: RewardPlugin, rollout: Rollout) -> Outcome:
             raise RewardContractError(f"metrics are not JSON ({exc})") from None
         label = result.metrics.get("label")
         return Outcome(
-            "ok", score=result.score, reason=result.reason, metrics=metrics,
-            label=label if isinstance(label, str) else None, steps=steps,
+            "ok",
+            score=result.score,
+            reason=result.reason,
+            metrics=metrics,
+            label=label if isinstance(label, str) else None,
+            steps=steps,
         )
     except RewardContractError as exc:
         return _invalid(exc, reward)
@@ -102,9 +104,7 @@ def evaluate(reward: RewardPlugin, rollouts: Sequence[Rollout]) -> list[Outcome]
             try:
                 values = list(values)
             except TypeError:
-                raise RewardContractError(
-                    f"score_batch must return a list, got {type(values).__name__}"
-                ) from None
+                raise RewardContractError(f"score_batch must return a list, got {type(values).__name__}") from None
             if len(values) != len(rollouts):
                 raise RewardContractError(f"{len(values)} results for a group of {len(rollouts)} rollouts")
         else:
@@ -128,8 +128,9 @@ def run_in_process(
 
 
 # --- worker processes ---------------------------------------------------------------------
-def _worker_main(conn: Connection, inherited: list[Connection], plugins: Mapping[str, RewardPlugin],
-                 rollouts: Sequence[Rollout]) -> None:
+def _worker_main(
+    conn: Connection, inherited: list[Connection], plugins: Mapping[str, RewardPlugin], rollouts: Sequence[Rollout]
+) -> None:
     for other in inherited:  # the parent's ends of the other workers' pipes
         try:
             other.close()
@@ -181,8 +182,14 @@ class _Worker:
 class WorkerPool:
     """``workers`` forked processes running :class:`WorkItem` s with a per-item timeout."""
 
-    def __init__(self, workers: int, plugins: Mapping[str, RewardPlugin], rollouts: Sequence[Rollout],
-                 timeout_s: float, stop_after_timeouts: int = 3) -> None:
+    def __init__(
+        self,
+        workers: int,
+        plugins: Mapping[str, RewardPlugin],
+        rollouts: Sequence[Rollout],
+        timeout_s: float,
+        stop_after_timeouts: int = 3,
+    ) -> None:
         if workers < 1:
             raise ValueError("WorkerPool needs at least one worker; use run_in_process for workers=0")
         if "fork" not in multiprocessing.get_all_start_methods():
@@ -200,8 +207,10 @@ class WorkerPool:
         parent_end, child_end = self._context.Pipe(duplex=True)
         inherited = [w.conn for w in self._workers] + [parent_end]
         process = self._context.Process(
-            target=_worker_main, args=(child_end, inherited, self.plugins, self.rollouts),
-            name="agent-rl-score-worker", daemon=False,  # daemonic processes may not start processes
+            target=_worker_main,
+            args=(child_end, inherited, self.plugins, self.rollouts),
+            name="agent-rl-score-worker",
+            daemon=False,  # daemonic processes may not start processes
         )
         with warnings.catch_warnings():  # Python 3.12+ warns about fork() with threads running
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -250,8 +259,11 @@ class WorkerPool:
 
         def timed_out(item: WorkItem) -> None:
             timeouts[item.reward] = timeouts.get(item.reward, 0) + 1
-            if (self.stop_after_timeouts and item.reward not in returned
-                    and timeouts[item.reward] == self.stop_after_timeouts):
+            if (
+                self.stop_after_timeouts
+                and item.reward not in returned
+                and timeouts[item.reward] == self.stop_after_timeouts
+            ):
                 message = (
                     f"not run: reward {item.reward!r} timed out on its first {self.stop_after_timeouts} "
                     f"rollouts (timeout {self.timeout_s:g} s)"

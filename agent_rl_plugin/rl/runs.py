@@ -34,6 +34,7 @@ from agent_rl_plugin.store.transaction import arrow_transaction
 
 METHODS = ("grpo", "rloo", "dr_grpo", "gigpo")
 
+
 @dataclass
 class AdvantageRun:
     """What one computation did."""
@@ -102,8 +103,12 @@ def _episode_rows(method: str, table: pa.Table, scale: str, epsilon: float) -> t
 
 def _gigpo_rows(table: pa.Table, parameters: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     result = compute_gigpo(
-        table, omega=parameters["omega"], gamma=parameters["gamma"], mode=parameters["mode"],
-        epsilon=parameters["epsilon"], baseline=parameters["baseline"],
+        table,
+        omega=parameters["omega"],
+        gamma=parameters["gamma"],
+        mode=parameters["mode"],
+        epsilon=parameters["epsilon"],
+        baseline=parameters["baseline"],
     )
     columns = {
         "rollout_id": table.column("trajectory_id"),
@@ -123,7 +128,9 @@ def _gigpo_rows(table: pa.Table, parameters: Mapping[str, Any]) -> tuple[dict[st
     return columns, _summary(result.advantage, counts)
 
 
-def check_parameters(method: str, *, scale: str, mode: str, baseline: str, omega: float, gamma: float, epsilon: float | None) -> None:
+def check_parameters(
+    method: str, *, scale: str, mode: str, baseline: str, omega: float, gamma: float, epsilon: float | None
+) -> None:
     """``ValueError`` for an unknown method or setting."""
     if method not in METHODS:
         raise AdvantageInputError(f"unknown method {method!r}", f"use one of {', '.join(METHODS)}")
@@ -172,17 +179,23 @@ def compute_advantages(
     check_parameters(method, scale=scale, mode=mode, baseline=baseline, omega=omega, gamma=gamma, epsilon=epsilon)
     if epsilon is None:
         epsilon = TRL_EPSILON if method == "grpo" else 1e-6
-    parameters: dict[str, Any] = {"where": where, "rewards": sorted(reward_names) if reward_names else None,
-                                  "weights": dict(sorted((weights or {}).items())) or None}
+    parameters: dict[str, Any] = {
+        "where": where,
+        "rewards": sorted(reward_names) if reward_names else None,
+        "weights": dict(sorted((weights or {}).items())) or None,
+    }
     if method == "grpo":
         parameters.update(scale=scale, epsilon=epsilon)
     elif method == "gigpo":
-        parameters.update(omega=omega, gamma=gamma, mode=mode, baseline=baseline, epsilon=epsilon,
-                          terminal_reward=terminal_reward)
+        parameters.update(
+            omega=omega, gamma=gamma, mode=mode, baseline=baseline, epsilon=epsilon, terminal_reward=terminal_reward
+        )
     connection = connect_writer(db_path)
     try:
         if method == "gigpo":
-            table = steps_for_gigpo(connection, where, reward_names, weights=weights, terminal_reward=terminal_reward, pm=pm)
+            table = steps_for_gigpo(
+                connection, where, reward_names, weights=weights, terminal_reward=terminal_reward, pm=pm
+            )
             hashed = ["group_id", "trajectory_id", "step_index", "state_key", "reward"]
             hashed += ["episode_reward"] if "episode_reward" in table.column_names else []
         else:
@@ -192,7 +205,9 @@ def compute_advantages(
         if table.num_rows == 0:
             raise AdvantageInputError(_nothing_message(method, where, report), _nothing_hint(report))
         try:
-            columns, summary = _gigpo_rows(table, parameters) if method == "gigpo" else _episode_rows(method, table, scale, epsilon)
+            columns, summary = (
+                _gigpo_rows(table, parameters) if method == "gigpo" else _episode_rows(method, table, scale, epsilon)
+            )
         except AdvantageInputError:
             raise
         except ValueError as exc:

@@ -32,9 +32,9 @@ import pluggy
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.engine import RewardEngine
 from agent_rl_plugin.rl import state_keys
-from agent_rl_plugin.errors import AgentRLError
 
 REPORT_KEY = b"agent_rl.report"
 WHERE_HINT = "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
@@ -44,7 +44,6 @@ MAX_EXAMPLES = 5
 class AdvantageInputError(AgentRLError, ValueError):
     """The stored data cannot give advantages (bad SQL, NaN reward, no rewards...); ``hint``
     says what to do."""
-
 
 
 def _arrow(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pa.Table:
@@ -67,8 +66,13 @@ class _Selection:
     """The selected rollouts registered as ``_arl_adv_sel`` (and the reward rows that count as
     ``_arl_adv_latest``) for the duration of a ``with`` block."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, where: str | None, reward_names: Sequence[str] | None,
-                 weights: Mapping[str, float] | None) -> None:
+    def __init__(
+        self,
+        connection: duckdb.DuckDBPyConnection,
+        where: str | None,
+        reward_names: Sequence[str] | None,
+        weights: Mapping[str, float] | None,
+    ) -> None:
         self.connection = connection
         self.where = where
         self.reward_names = list(reward_names) if reward_names else None
@@ -79,16 +83,17 @@ class _Selection:
         self.connection.register(name, table)
         self.registered.append(name)
 
-    def __enter__(self) -> "_Selection":
+    def __enter__(self) -> _Selection:
         try:
             return self._enter()
         except BaseException:
             self.__exit__()
             raise
 
-    def _enter(self) -> "_Selection":
-        sql = ("SELECT rollout_id, coalesce(group_id, task_id, rollout_id) AS group_id, task_id, input "
-               "FROM rollouts" + (f" WHERE ({self.where})" if self.where else ""))
+    def _enter(self) -> _Selection:
+        sql = "SELECT rollout_id, coalesce(group_id, task_id, rollout_id) AS group_id, task_id, input FROM rollouts" + (
+            f" WHERE ({self.where})" if self.where else ""
+        )
         try:
             self.rollouts = _arrow(self.connection, sql)
         except duckdb.Error as exc:
@@ -135,10 +140,12 @@ class _Selection:
                     f"(present: {', '.join(known)})",
                     "score them first (agent-rl score), or pick --reward among the names present",
                 )
-        weights = pa.table({
-            "name": pa.array(list(self.engine.weights), pa.string()),
-            "weight": pa.array(list(self.engine.weights.values()), pa.float64()),
-        })
+        weights = pa.table(
+            {
+                "name": pa.array(list(self.engine.weights), pa.string()),
+                "weight": pa.array(list(self.engine.weights.values()), pa.float64()),
+            }
+        )
         self.register("_arl_adv_weights", weights)
         return self
 
@@ -155,10 +162,12 @@ class _Selection:
         episode = self.latest.filter(pc.is_null(self.latest.column("step_index")))
         combined = self.engine.combine(episode.select(["rollout_id", "name", "value"]).to_pylist())
         ids = [r for r, v in combined.items() if v is not None]
-        table = pa.table({
-            "rollout_id": pa.array(ids, pa.string()),
-            "episode_reward": pa.array([combined[r] for r in ids], pa.float64()),
-        })
+        table = pa.table(
+            {
+                "rollout_id": pa.array(ids, pa.string()),
+                "episode_reward": pa.array([combined[r] for r in ids], pa.float64()),
+            }
+        )
         scored = set(ids)
         unscored = [r for r in self.rollouts.column("rollout_id").to_pylist() if r not in scored]
         return table, unscored
@@ -259,18 +268,35 @@ def _hook_keys(table: pa.Table, pm: pluggy.PluginManager) -> tuple[list[str], li
     per such row), and where each came from (``plugin`` or ``default``)."""
     keys: list[str] = []
     sources: list[str] = []
-    columns = ("trajectory_id", "task_id", "group_id", "view_step_index", "step_index", "name", "input",
-               "observation", "observation_source", "recorded_key", "default_key")
+    columns = (
+        "trajectory_id",
+        "task_id",
+        "group_id",
+        "view_step_index",
+        "step_index",
+        "name",
+        "input",
+        "observation",
+        "observation_source",
+        "recorded_key",
+        "default_key",
+    )
     for row in table.select(list(columns)).to_pylist():
         if row["recorded_key"] is not None:
             keys.append(row["recorded_key"])
             sources.append("recorded")
             continue
         step = {
-            "rollout_id": row["trajectory_id"], "task_id": row["task_id"], "group_id": row["group_id"],
-            "step_index": row["view_step_index"], "action_index": row["step_index"], "name": row["name"],
-            "input": row["input"], "observation": row["observation"],
-            "observation_source": row["observation_source"], "state_key": None,
+            "rollout_id": row["trajectory_id"],
+            "task_id": row["task_id"],
+            "group_id": row["group_id"],
+            "step_index": row["view_step_index"],
+            "action_index": row["step_index"],
+            "name": row["name"],
+            "input": row["input"],
+            "observation": row["observation"],
+            "observation_source": row["observation_source"],
+            "state_key": None,
         }
         try:
             key = pm.hook.agent_rl_state_key(step=step)
@@ -387,7 +413,7 @@ def _join_episode(connection: duckdb.DuckDBPyConnection, sel: _Selection, table:
     return _arrow(
         connection,
         f"""SELECT a.*, e.episode_reward,
-                   a.step_reward + CASE WHEN {'a.is_last' if terminal else 'false'} THEN e.episode_reward ELSE 0 END
+                   a.step_reward + CASE WHEN {"a.is_last" if terminal else "false"} THEN e.episode_reward ELSE 0 END
                        AS reward
             FROM _arl_adv_actions a JOIN _arl_adv_episode e ON e.rollout_id = a.trajectory_id
             ORDER BY a.group_id, a.trajectory_id, a.step_index""",

@@ -31,8 +31,8 @@ import threading
 from collections.abc import AsyncIterator, Generator
 from typing import Any, Callable, Literal
 
-from agent_rl_plugin.instrumentation.calls import chunk_text
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.instrumentation.calls import chunk_text
 
 __all__ = [
     "CANCEL_GRACE_S",
@@ -69,7 +69,7 @@ def agent_kind(agent_fn: Callable[..., Any]) -> AgentKind:
     if _is_async_function(target):
         return "async"
     if not (inspect.isfunction(target) or inspect.ismethod(target) or inspect.isclass(target)):
-        call = getattr(target, "__call__", None)  # a callable object
+        call = getattr(target, "__call__", None)  # noqa: B004 - the bound __call__ of a callable object
         if call is not None and _is_async_function(call):
             return "async"
     return "sync"
@@ -126,7 +126,7 @@ async def call_async(agent_fn: Callable[[Any], Any], argument: Any) -> Any:
     return await resolve_async(agent_fn(argument))
 
 
-def call_in_thread(agent_fn: Callable[[Any], Any], argument: Any, name: str) -> "asyncio.Future[Any]":
+def call_in_thread(agent_fn: Callable[[Any], Any], argument: Any, name: str) -> asyncio.Future[Any]:
     """Run a sync agent in a daemon thread, in a copy of the current context; a future of its
     resolved result (or exception), completed in the calling event loop."""
     loop = asyncio.get_running_loop()
@@ -159,7 +159,7 @@ def call_in_thread(agent_fn: Callable[[Any], Any], argument: Any, name: str) -> 
     return future
 
 
-async def wait_with_deadline(job: "asyncio.Future[Any]", timeout_s: float | None) -> Any:
+async def wait_with_deadline(job: asyncio.Future[Any], timeout_s: float | None) -> Any:
     """The result of ``job`` (a task or future), or :class:`RolloutTimeout` after
     ``timeout_s`` seconds (``None``: no limit). ``job`` is cancelled on timeout and when the
     caller itself is cancelled."""

@@ -41,6 +41,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 import agent_rl_plugin.tracing as tracing
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation.context import rollout
 from agent_rl_plugin.instrumentation.recording import emit_reward, record_llm_call, record_tool_call
@@ -59,7 +60,6 @@ from agent_rl_plugin.semconv import (
     SPAN_KIND,
     SPAN_KIND_AGENT,
 )
-from agent_rl_plugin.errors import AgentRLError
 
 __all__ = ["BadChatLine", "ChatImportError", "ImportReport", "import_chats", "parse_chat_lines", "STEP_NS"]
 
@@ -68,7 +68,7 @@ STEP_NS = 1_000
 HASH_KEY = "import_hash"
 _HASH_SQL = (
     f"SELECT DISTINCT regexp_extract(attributes->>'$.\"{ROLLOUT_METADATA}\"', "
-    f"'\"{HASH_KEY}\":\\s*\"([0-9a-f]{{64}})\"', 1) AS h FROM spans WHERE is_rollout_root"
+    f'\'"{HASH_KEY}":\\s*"([0-9a-f]{{64}})"\', 1) AS h FROM spans WHERE is_rollout_root'
 )
 
 
@@ -121,7 +121,9 @@ def _items(path_or_lines: Any) -> tuple[str, list[tuple[int, Any]]]:
     return "the given lines", items
 
 
-def parse_chat_lines(items: Iterable[tuple[int, Any]], task_key: str | None = None) -> tuple[list[ChatLine], list[BadChatLine]]:
+def parse_chat_lines(
+    items: Iterable[tuple[int, Any]], task_key: str | None = None
+) -> tuple[list[ChatLine], list[BadChatLine]]:
     """Parse numbered lines (JSON text, or already parsed values) into conversations and bad lines."""
     chats: list[ChatLine] = []
     bad: list[BadChatLine] = []
@@ -180,13 +182,22 @@ def _record_steps(chat: ChatLine) -> int:
             at += STEP_NS
             if isinstance(step, LlmStep):
                 record_llm_call(
-                    step.model, step.input_messages, step.output, input_tokens=step.input_tokens,
-                    output_tokens=step.output_tokens, start_time=at, end_time=at + STEP_NS // 2,
+                    step.model,
+                    step.input_messages,
+                    step.output,
+                    input_tokens=step.input_tokens,
+                    output_tokens=step.output_tokens,
+                    start_time=at,
+                    end_time=at + STEP_NS // 2,
                 )
             else:
                 record_tool_call(
-                    step.name, step.arguments, step.result, call_id=step.call_id,
-                    start_time=at, end_time=at + STEP_NS // 2,
+                    step.name,
+                    step.arguments,
+                    step.result,
+                    call_id=step.call_id,
+                    start_time=at,
+                    end_time=at + STEP_NS // 2,
                 )
     finally:
         otel_context.detach(token)
@@ -239,7 +250,9 @@ def import_chats(
         )
     database = use_database(db)
     if not tracing.is_enabled():
-        raise ChatImportError("recording is switched off (enable_rl=False), so nothing would be stored", "unset AGENT_RL_ENABLE_RL")
+        raise ChatImportError(
+            "recording is switched off (enable_rl=False), so nothing would be stored", "unset AGENT_RL_ENABLE_RL"
+        )
     if database is not None and chats:
         from agent_rl_plugin.store import ensure_schema
 
@@ -247,7 +260,9 @@ def import_chats(
     report = ImportReport(database=database, import_id=new_id()[:8], bad=bad)
     if dedupe:
         if database is None:
-            raise ChatImportError("dedupe needs a database file to look the hashes up in", "give the database file (db)")
+            raise ChatImportError(
+                "dedupe needs a database file to look the hashes up in", "give the database file (db)"
+            )
         seen = imported_hashes(database)
         kept = []
         for chat in chats:

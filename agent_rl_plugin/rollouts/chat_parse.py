@@ -161,7 +161,9 @@ def _steps(messages: list[Any], model: str) -> list[LlmStep | ToolStep]:
             pending.remove(call)
             if call[0] is not None:
                 answered.add(call[0])
-            steps.append(ToolStep(index, call[1], call[2], message.get("content"), call[0] or message.get("tool_call_id")))
+            steps.append(
+                ToolStep(index, call[1], call[2], message.get("content"), call[0] or message.get("tool_call_id"))
+            )
     if not any(isinstance(step, LlmStep) for step in steps):
         raise ValueError("no assistant message: nothing to learn from")
     return steps

@@ -18,6 +18,7 @@ import os
 import sys
 from types import ModuleType
 from typing import Any, Callable
+
 from agent_rl_plugin.errors import AgentRLError
 
 EXAMPLE = "agent-rl rollouts run my_agent:run"
@@ -33,7 +34,9 @@ class AgentLoadError(AgentRLError, ValueError):
 
 def _from_file(path: str) -> ModuleType:
     if not os.path.isfile(path):
-        raise AgentLoadError(f"no file at {path}", "pass an existing .py file, or MODULE:FUNC with an importable module")
+        raise AgentLoadError(
+            f"no file at {path}", "pass an existing .py file, or MODULE:FUNC with an importable module"
+        )
     name = "_agent_rl_agent_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -47,7 +50,9 @@ def _from_file(path: str) -> ModuleType:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        raise AgentLoadError(f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the error in that file") from None
+        raise AgentLoadError(
+            f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the error in that file"
+        ) from None
     return module
 
 
@@ -68,7 +73,9 @@ def _import(module_name: str, cwd: str) -> ModuleType:
             f"importing {module_name} failed: {exc}", f"install the package {missing!r} that {module_name} imports"
         ) from None
     except (Exception, SystemExit) as exc:
-        raise AgentLoadError(f"importing {module_name} failed: {type(exc).__name__}: {exc}", "fix the error in that module") from None
+        raise AgentLoadError(
+            f"importing {module_name} failed: {type(exc).__name__}: {exc}", "fix the error in that module"
+        ) from None
 
 
 def _callables(module: ModuleType) -> list[str]:

@@ -185,7 +185,9 @@ async def _run_one(
     status, output, error = "ok", None, None
     argument = _agent_input(task_payload(job.row, job.sample_index, job.seed), input_key)
     try:
-        async with rollout(task_id=job.row.task_id, group_id=job.group_id, metadata=job.metadata, rollout_id=job.rollout_id):
+        async with rollout(
+            task_id=job.row.task_id, group_id=job.group_id, metadata=job.metadata, rollout_id=job.rollout_id
+        ):
             root = current_recording_span()  # the rollout span (None when recording is off)
             capture = root is not None and capture_content()
             if capture:
@@ -207,7 +209,13 @@ async def _run_one(
         status = "timeout" if status == "timeout" else "error"
         error = _describe(exc)
     return RolloutOutcome(
-        job.rollout_id, job.row.task_id, job.group_id, job.sample_index, status, output, error,
+        job.rollout_id,
+        job.row.task_id,
+        job.group_id,
+        job.sample_index,
+        status,
+        output,
+        error,
         time.perf_counter() - started,
     )
 
@@ -294,7 +302,15 @@ def run_rollouts(
         raise RuntimeError("run_rollouts() was called inside a running event loop: use `await run_rollouts_async(...)`")
     return asyncio.run(
         run_rollouts_async(
-            agent_fn, tasks, group_size, concurrency, progress=progress, seed=seed, timeout_s=timeout_s,
-            input_key=input_key, run_id=run_id, db=db,
+            agent_fn,
+            tasks,
+            group_size,
+            concurrency,
+            progress=progress,
+            seed=seed,
+            timeout_s=timeout_s,
+            input_key=input_key,
+            run_id=run_id,
+            db=db,
         )
     )

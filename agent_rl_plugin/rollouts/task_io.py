@@ -19,9 +19,10 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
 from agent_rl_plugin.errors import AgentRLError
 
 _KNOWN = ("task_id", "prompt", "ground_truth", "answer", "metadata")
@@ -113,7 +114,9 @@ def parse_tasks_file(path: str | Path) -> tuple[list[TaskRow], list[BadLine]]:
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         if not reader.fieldnames or "task_id" not in reader.fieldnames:
-            raise TaskFileError(f"{path}: the CSV header has no task_id column", "first row: task_id,prompt,ground_truth")
+            raise TaskFileError(
+                f"{path}: the CSV header has no task_id column", "first row: task_id,prompt,ground_truth"
+            )
         for row in reader:
             if None in row:
                 bad.append(BadLine(reader.line_num, "more cells than header columns"))
@@ -155,13 +158,16 @@ def write_tasks(path: str, tasks: list[TaskRow]) -> tuple[int, int]:
     latest = {t.task_id: t for t in tasks}
     if not latest:
         return 0, 0
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     table = pa.table(
         {
             "task_id": pa.array(list(latest), pa.string()),
             "prompt": pa.array([t.prompt for t in latest.values()], pa.string()),
             "ground_truth": pa.array(
-                [None if t.ground_truth is None else json.dumps(t.ground_truth, ensure_ascii=False) for t in latest.values()],
+                [
+                    None if t.ground_truth is None else json.dumps(t.ground_truth, ensure_ascii=False)
+                    for t in latest.values()
+                ],
                 pa.string(),
             ),
             "metadata": pa.array([json.dumps(t.metadata, ensure_ascii=False) for t in latest.values()], pa.string()),

@@ -46,7 +46,9 @@ def load_tasks(tasks: str | os.PathLike[str] | Iterable[Any]) -> list[TaskRow]:
     if isinstance(tasks, (str, os.PathLike)):
         rows, bad = parse_tasks_file(tasks)
         if bad:
-            raise TaskFileError(describe_bad(os.fspath(tasks), bad), "fix those lines (one JSON object per line with a task_id)")
+            raise TaskFileError(
+                describe_bad(os.fspath(tasks), bad), "fix those lines (one JSON object per line with a task_id)"
+            )
         unit = "line"
     elif isinstance(tasks, Mapping):
         raise TaskFileError("tasks must be a list of task dicts or a task file, not one dict", "wrap it in a list")

@@ -33,7 +33,6 @@ from agent_rl_plugin.store.migrations import (
 )
 from agent_rl_plugin.store.views import VIEW_NAMES
 
-
 __all__ = [
     "DuckDBSpanExporter",
     "MIGRATIONS",

@@ -99,8 +99,9 @@ def find_receiver(db: str | os.PathLike[str]) -> dict[str, Any] | None:
     return info
 
 
-def exchange(url: str, token: str | None, data: bytes | None = None, content_type: str | None = None,
-             timeout: float = 60.0) -> tuple[int, str, bytes, dict[str, str]]:
+def exchange(
+    url: str, token: str | None, data: bytes | None = None, content_type: str | None = None, timeout: float = 60.0
+) -> tuple[int, str, bytes, dict[str, str]]:
     """One request to a receiver: ``POST`` with ``data``, else ``GET``; returns ``(status,
     content type, body, headers)`` for any HTTP status. ``OSError`` when unreachable."""
     headers = {}

@@ -20,7 +20,7 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
@@ -41,9 +41,21 @@ _PASS_THROUGH = [name for name in SPAN_SCHEMA.names if name not in ("start_unix_
 ORDINAL = "_agent_rl_ordinal"
 
 #: The final columns of ``spans`` that :func:`spans_select_sql` produces, in order.
-SPAN_COLUMNS: tuple[str, ...] = (*_PASS_THROUGH, "start_time", "end_time", "duration_ms", "rollout_id", "task_id",
-                                 "group_id", "is_rollout_root", "operation", "span_kind", "start_unix_nano",
-                                 "end_unix_nano", "ingested_at")
+SPAN_COLUMNS: tuple[str, ...] = (
+    *_PASS_THROUGH,
+    "start_time",
+    "end_time",
+    "duration_ms",
+    "rollout_id",
+    "task_id",
+    "group_id",
+    "is_rollout_root",
+    "operation",
+    "span_kind",
+    "start_unix_nano",
+    "end_unix_nano",
+    "ingested_at",
+)
 
 
 def spans_select_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
@@ -111,8 +123,10 @@ def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") ->
     """``INSERT INTO rewards`` of :func:`rewards_select_sql` over the rows of ``source`` whose
     ``reward_id`` is not stored yet, each once (an emitted reward's id is derived from its span
     and event, so a replayed span does not add its reward again)."""
-    new = (f"(SELECT * FROM {source} AS r WHERE NOT EXISTS (SELECT 1 FROM rewards AS x WHERE x.reward_id = r.reward_id) "
-           "QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1)")
+    new = (
+        f"(SELECT * FROM {source} AS r WHERE NOT EXISTS (SELECT 1 FROM rewards AS x WHERE x.reward_id = r.reward_id) "
+        "QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1)"
+    )
     return f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) {rewards_select_sql(new, default_created_at)}"
 
 
@@ -155,18 +169,18 @@ class RowOutcome:
 
 def utc_now() -> datetime:
     """Now, in UTC, as a naive datetime (what the store's TIMESTAMP columns hold)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
-def insert_batch(
-    connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards: pa.Table | None = None
-) -> int:
+def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards: pa.Table | None = None) -> int:
     """Insert ``spans`` and ``rewards`` in one transaction (rolled back on error, which
     propagates); spans already stored are skipped. Returns the number of spans inserted."""
     now = utc_now()
     inserted = 0
     has_rewards = rewards is not None and rewards.num_rows > 0
-    connection.register(SPANS_VIEW, spans.append_column(ORDINAL, arrow_columns.column(range(spans.num_rows), pa.int64())))
+    connection.register(
+        SPANS_VIEW, spans.append_column(ORDINAL, arrow_columns.column(range(spans.num_rows), pa.int64()))
+    )
     if has_rewards:
         connection.register(REWARDS_VIEW, rewards)
     try:

@@ -32,11 +32,17 @@ from typing import Callable, Sequence
 
 import duckdb
 
-from agent_rl_plugin.store.batch import utc_now, insert_rewards_sql, insert_spans_sql, is_data_error
+from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, is_data_error, utc_now
 from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
 from agent_rl_plugin.store.spool import (
-    Segment, SpoolNotPrivate, list_segments, quarantine, remove_leftovers, remove_segment, split_readable,
+    Segment,
+    SpoolNotPrivate,
+    list_segments,
+    quarantine,
+    remove_leftovers,
+    remove_segment,
+    split_readable,
 )
 from agent_rl_plugin.store.transaction import arrow_transaction
 
@@ -82,8 +88,9 @@ def merged_names(connection: duckdb.DuckDBPyConnection, names: Sequence[str]) ->
     return {row[0] for row in rows}
 
 
-def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], rows: tuple[int, int] | None,
-            dropped: int = 0) -> int:
+def _insert(
+    connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], rows: tuple[int, int] | None, dropped: int = 0
+) -> int:
     """Insert ``segments`` (or the row range ``rows`` = (offset, count) of a single one) and, when
     the whole of each is done, their ledger rows: one transaction. Returns the spans inserted
     (spans already stored are skipped)."""
@@ -92,7 +99,8 @@ def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], 
     with arrow_transaction(connection, {}):
         if rows is None:
             inserted = connection.execute(
-                insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
+                insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]
+            ).fetchone()[0]
             if rewards_files:
                 connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files])
             connection.execute(
@@ -102,15 +110,20 @@ def _insert(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment], 
             )
         else:
             offset, count = rows
-            source = f"(SELECT * FROM {segment_source()} ORDER BY file_row_number LIMIT {int(count)} OFFSET {int(offset)})"
+            source = (
+                f"(SELECT * FROM {segment_source()} ORDER BY file_row_number LIMIT {int(count)} OFFSET {int(offset)})"
+            )
             inserted = connection.execute(
-                insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]).fetchone()[0]
+                insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]
+            ).fetchone()[0]
     return int(inserted)
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment]) -> int:
     """Span rows in ``segments`` (from the Parquet footers)."""
-    return int(connection.execute("SELECT count(*) FROM read_parquet(?)", [[s.spans_path for s in segments]]).fetchone()[0])
+    return int(
+        connection.execute("SELECT count(*) FROM read_parquet(?)", [[s.spans_path for s in segments]]).fetchone()[0]
+    )
 
 
 def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment, result: MergeResult) -> int:
@@ -175,8 +188,12 @@ _locks: dict[str, threading.Lock] = {}
 _locks_lock = threading.Lock()
 
 
-def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str],
-           segments: Sequence[Segment] | None, on_progress: Callable[[int], None] | None) -> MergeResult:
+def _merge(
+    connection: duckdb.DuckDBPyConnection,
+    db_path: str | os.PathLike[str],
+    segments: Sequence[Segment] | None,
+    on_progress: Callable[[int], None] | None,
+) -> MergeResult:
     started = time.perf_counter()
     result = MergeResult()
     result.leftovers_removed = remove_leftovers(db_path) + remove_stale_notes(db_path)
@@ -194,10 +211,15 @@ def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str
     for segment, why in unreadable:
         folder = quarantine(db_path, segment)
         result.quarantined += 1
-        logger.error("agent-rl: spool segment %s of %s cannot be read (%s): moved to %s, not merged",
-                     segment.name, db_path, why, folder)
+        logger.error(
+            "agent-rl: spool segment %s of %s cannot be read (%s): moved to %s, not merged",
+            segment.name,
+            db_path,
+            why,
+            folder,
+        )
     for start in range(0, len(todo), CHUNK_SEGMENTS):
-        chunk = todo[start:start + CHUNK_SEGMENTS]
+        chunk = todo[start : start + CHUNK_SEGMENTS]
         total, spans_before, dropped_before = _rows(connection, chunk), result.spans, result.dropped_rows
         try:
             result.spans += _insert(connection, chunk, None)
@@ -222,6 +244,8 @@ def _merge(connection: duckdb.DuckDBPyConnection, db_path: str | os.PathLike[str
         logger.error(
             "agent-rl: %d span rows of the spool of %s could not be stored (%s) and were dropped; "
             "the rest of their segments was merged",
-            result.dropped_rows, db_path, "; ".join(result.errors),
+            result.dropped_rows,
+            db_path,
+            "; ".join(result.errors),
         )
     return result

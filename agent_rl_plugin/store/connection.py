@@ -102,7 +102,10 @@ def _flushed_cursor(path: str, flush_timeout_s: float) -> duckdb.DuckDBPyConnect
 
 
 def connect_writer(
-    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, wait_s: float = WRITE_WAIT_S,
+    path: str | os.PathLike[str],
+    *,
+    flush_timeout_s: float = 30.0,
+    wait_s: float = WRITE_WAIT_S,
     what: str = "writing",
 ) -> duckdb.DuckDBPyConnection:
     """A read-write connection to ``path`` with every migration applied and the spool merged.
@@ -136,7 +139,11 @@ def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
 
 
 def open_reader(
-    path: str | os.PathLike[str], *, flush_timeout_s: float = 30.0, upgrade: bool = True, snapshot: bool = True,
+    path: str | os.PathLike[str],
+    *,
+    flush_timeout_s: float = 30.0,
+    upgrade: bool = True,
+    snapshot: bool = True,
     wait_s: float = READ_WAIT_S,
 ) -> duckdb.DuckDBPyConnection:
     """A connection for reading ``path`` (see the module contract). Close it when done."""
@@ -224,7 +231,7 @@ def is_read_only_sql(sql: str) -> bool:
     return all(_statement_reads_only(statement) for statement in statements)
 
 
-def _statement_reads_only(statement: "duckdb.Statement") -> bool:
+def _statement_reads_only(statement: duckdb.Statement) -> bool:
     kind = statement.type
     if kind == duckdb.StatementType.SELECT:
         return not modifies_data(statement.query)
@@ -251,9 +258,28 @@ _READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_
 # fallback when DuckDB cannot serialize a SELECT's parse tree (PIVOT statements, for one).
 _WRITING_WORDS = frozenset(
     {
-        "alter", "attach", "call", "checkpoint", "copy", "create", "delete", "detach", "drop", "export",
-        "import", "insert", "install", "load", "merge", "pragma", "reset", "set", "truncate", "update",
-        "use", "vacuum",
+        "alter",
+        "attach",
+        "call",
+        "checkpoint",
+        "copy",
+        "create",
+        "delete",
+        "detach",
+        "drop",
+        "export",
+        "import",
+        "insert",
+        "install",
+        "load",
+        "merge",
+        "pragma",
+        "reset",
+        "set",
+        "truncate",
+        "update",
+        "use",
+        "vacuum",
     }
 )
 _SQL_TOKENS = re.compile(
@@ -274,8 +300,12 @@ def parse_tree(sql: str) -> dict | None:
         if _parser is None:
             _parser = duckdb.connect(
                 ":memory:",
-                config={"enable_external_access": False, "autoinstall_known_extensions": False,
-                        "autoload_known_extensions": False, "lock_configuration": True},
+                config={
+                    "enable_external_access": False,
+                    "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False,
+                    "lock_configuration": True,
+                },
             )
         try:
             text = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]

@@ -18,8 +18,8 @@ import re
 
 import duckdb
 
-from agent_rl_plugin.store.holders import describe_holder
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.store.holders import describe_holder
 
 LOCK_FIX = (
     "wait for it to finish and try again, or close its connection (a Python session that keeps "
@@ -46,8 +46,13 @@ class StoreLockedError(StoreError):
     """
 
     def __init__(
-        self, path: str, pid: int | None = None, holder: str | None = None, detail: str = "",
-        doing: str | None = None, waited_s: float | None = None,
+        self,
+        path: str,
+        pid: int | None = None,
+        holder: str | None = None,
+        detail: str = "",
+        doing: str | None = None,
+        waited_s: float | None = None,
     ) -> None:
         who = "another process"
         if pid is not None and pid == os.getpid():
@@ -110,14 +115,30 @@ def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
 
 #: Storage failures, by errno and by how DuckDB and the OS word them: (meaning, fix).
 _STORAGE_PROBLEMS: tuple[tuple[int | None, str, str, str], ...] = (
-    (errno.ENOSPC, "no space left on device", "the disk is full (ENOSPC)",
-     "free space on that disk, or record into a database on another disk (configure(db=...))"),
-    (errno.EFBIG, "file too large", "the file size limit was reached (EFBIG: a full disk or ulimit -f)",
-     "free space or raise the limit (ulimit -f), or record into a database on another disk"),
-    (getattr(errno, "EDQUOT", None), "disk quota exceeded", "the disk quota is exceeded (EDQUOT)",
-     "free space within your quota, or record into a database on another disk"),
-    (errno.EROFS, "read-only file system", "the file system is read-only (EROFS)",
-     "record into a database in a writable folder (configure(db=...))"),
+    (
+        errno.ENOSPC,
+        "no space left on device",
+        "the disk is full (ENOSPC)",
+        "free space on that disk, or record into a database on another disk (configure(db=...))",
+    ),
+    (
+        errno.EFBIG,
+        "file too large",
+        "the file size limit was reached (EFBIG: a full disk or ulimit -f)",
+        "free space or raise the limit (ulimit -f), or record into a database on another disk",
+    ),
+    (
+        getattr(errno, "EDQUOT", None),
+        "disk quota exceeded",
+        "the disk quota is exceeded (EDQUOT)",
+        "free space within your quota, or record into a database on another disk",
+    ),
+    (
+        errno.EROFS,
+        "read-only file system",
+        "the file system is read-only (EROFS)",
+        "record into a database in a writable folder (configure(db=...))",
+    ),
 )
 
 

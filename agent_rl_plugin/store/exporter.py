@@ -40,7 +40,6 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
-
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -55,7 +54,8 @@ from agent_rl_plugin.store.writer import ExportStats
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
-_live: "weakref.WeakSet[DuckDBSpanExporter]" = weakref.WeakSet()
+_live: weakref.WeakSet[DuckDBSpanExporter] = weakref.WeakSet()
+
 
 def _shutdown_at_exit() -> None:
     """Commit and close exporters still open at exit, so no connection is left to the
@@ -84,7 +84,6 @@ def collect_normalizers(plugin_manager: Any = None) -> list[tuple[str, Normalize
     return found
 
 
-
 _arrow_warm = False
 
 
@@ -102,6 +101,7 @@ def warm_arrow() -> None:
         arrow_columns.table([[0], ["warm"]], pa.schema([("n", pa.int64()), ("s", pa.string())]))
     except Exception:  # pragma: no cover - pyarrow broken: the writer reports it later
         pass
+
 
 class DuckDBSpanExporter(SpanExporter):
     """Records finished spans into the DuckDB file at ``path`` (see the module contract).
@@ -138,11 +138,11 @@ class DuckDBSpanExporter(SpanExporter):
         self._plugin_manager = plugin_manager
         if isinstance(normalizers, Mapping):
             normalizers = list(normalizers.items())
-        self._normalizers: list[tuple[str, Normalizer]] | None = (
-            None if normalizers is None else list(normalizers)
-        )
+        self._normalizers: list[tuple[str, Normalizer]] | None = None if normalizers is None else list(normalizers)
         self._converter = SpanConverter(
-            normalizers=self._normalizers or (), max_attribute_size=max_attribute_size, on_error=self._report,
+            normalizers=self._normalizers or (),
+            max_attribute_size=max_attribute_size,
+            on_error=self._report,
             max_span_attributes_size=max_span_attributes_size,
         )
         self._writer = SpoolWriter(
@@ -237,7 +237,9 @@ class DuckDBSpanExporter(SpanExporter):
             self._ensure_normalizers()
             batch = self._converter.convert(spans)
             if batch.failed or batch.truncated:
-                self._stats.add(spans_dropped=batch.failed, spans_invalid=batch.invalid, spans_truncated=batch.truncated)
+                self._stats.add(
+                    spans_dropped=batch.failed, spans_invalid=batch.invalid, spans_truncated=batch.truncated
+                )
             queued = self._writer.submit(batch)
             return SpanExportResult.SUCCESS if queued and not batch.failed else SpanExportResult.FAILURE
         except Exception as exc:  # pragma: no cover - every step above handles its own errors

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Iterable
 
 import duckdb
@@ -76,7 +76,7 @@ def find_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 # --- inserting without duplicates ---------------------------------------------------------
@@ -142,8 +142,13 @@ def ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: Ing
         return
     columns = _spans_columns(connection)
     select = ", ".join(
-        "?::TIMESTAMP" if c == "ingested_at" else f'"{c}"' if c in available else
-        "false" if c == "is_rollout_root" else "NULL"
+        "?::TIMESTAMP"
+        if c == "ingested_at"
+        else f'"{c}"'
+        if c in available
+        else "false"
+        if c == "is_rollout_root"
+        else "NULL"
         for c in columns
     )
     names = ", ".join(f'"{c}"' for c in columns)
@@ -160,8 +165,11 @@ def ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: Ing
         rewards = _rewards_from_events(connection)
         n_rewards = 0
         if rewards is not None:
-            kept = _new_rewards(connection, rewards, connection.sql(
-                "SELECT trace_id, span_id FROM _agent_rl_ingest_new").to_arrow_table())
+            kept = _new_rewards(
+                connection,
+                rewards,
+                connection.sql("SELECT trace_id, span_id FROM _agent_rl_ingest_new").to_arrow_table(),
+            )
             if kept is not None:
                 insert_rewards_only(connection, kept)
                 n_rewards = kept.num_rows
@@ -208,8 +216,9 @@ def _rewards_from_events(connection: duckdb.DuckDBPyConnection) -> pa.Table | No
         for position, event in enumerate(events if isinstance(events, list) else []):
             if isinstance(event, dict) and event.get("name") == sc.EVENT_EVALUATION_RESULT:
                 attrs = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
-                rewards.append(SpanConverter._reward(attrs, event.get("time"), trace_id, span_id, position,
-                                                     rollout_id or trace_id))
+                rewards.append(
+                    SpanConverter._reward(attrs, event.get("time"), trace_id, span_id, position, rollout_id or trace_id)
+                )
     return rewards_to_table(rewards)
 
 

@@ -110,7 +110,9 @@ def try_merge(
         remove_stale_notes(path)
         return None
     try:
-        with write_lease(path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False) as connection:
+        with write_lease(
+            path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False
+        ) as connection:
             return merge_segments(connection, path, segments=segments)
     except StoreBusy:
         return None

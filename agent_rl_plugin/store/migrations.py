@@ -27,7 +27,13 @@ MIGRATIONS_TABLE = "_agent_rl_migrations"
 
 #: The tables the migrations create, in the order they appear (views are in views.VIEW_NAMES).
 TABLE_NAMES: tuple[str, ...] = (
-    "spans", "rewards", "tasks", "labels", "advantages", "training_runs", "training_metrics"
+    "spans",
+    "rewards",
+    "tasks",
+    "labels",
+    "advantages",
+    "training_runs",
+    "training_metrics",
 )
 
 Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
@@ -317,14 +323,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         VIEWS_V1_SQL,
     ),
     Migration("0004_tasks_labels", "Tables tasks (ground truth) and labels (human labels).", TASKS_AND_LABELS_SQL),
-    Migration("0005_advantages", "Table advantages: GRPO, RLOO, Dr. GRPO and GiGPO advantages per run.", ADVANTAGES_SQL),
+    Migration(
+        "0005_advantages", "Table advantages: GRPO, RLOO, Dr. GRPO and GiGPO advantages per run.", ADVANTAGES_SQL
+    ),
     Migration(
         "0006_rollouts_v2",
         "View rollouts without the IN filter that made DuckDB 2.0 hang on LIMIT over large stores.",
         ";\n".join(VIEWS_V2.values()) + ";",
     ),
-    Migration("0007_training_runs", "Tables training_runs and training_metrics: training runs and their logged metrics.", TRAINING_RUNS_SQL),
-    Migration("0008_segment_ledger", "Table _agent_rl_segments: the spool segments merged into this file.", SEGMENT_LEDGER_SQL),
+    Migration(
+        "0007_training_runs",
+        "Tables training_runs and training_metrics: training runs and their logged metrics.",
+        TRAINING_RUNS_SQL,
+    ),
+    Migration(
+        "0008_segment_ledger", "Table _agent_rl_segments: the spool segments merged into this file.", SEGMENT_LEDGER_SQL
+    ),
     Migration(
         "0009_episode_rewards",
         "View episode_rewards (the one definition of the episode reward); rollouts.total_reward reads it.",

@@ -43,7 +43,9 @@ def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPy
     if "?" in os.path.abspath(text):
         raise StoreError(
             f"cannot use {text} as a database: DuckDB cannot write a database whose path contains '?' "
-            "(it reads the rest as options). Fix: choose a path without '?'", text)
+            "(it reads the rest as options). Fix: choose a path without '?'",
+            text,
+        )
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:

@@ -29,15 +29,14 @@ from typing import Any
 
 import duckdb
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.store.connection import open_reader
 from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
-from agent_rl_plugin.errors import AgentRLError
 
 PARTITION_COLUMNS = ("date", "service")
 
 _SELECT = (
-    "SELECT *, strftime(start_time, '%Y-%m-%d') AS \"date\", coalesce(service_name, 'unknown') AS service "
-    "FROM spans"
+    "SELECT *, strftime(start_time, '%Y-%m-%d') AS \"date\", coalesce(service_name, 'unknown') AS service FROM spans"
 )
 
 
@@ -56,7 +55,9 @@ def select_sql(where: str | None = None) -> str:
     try:
         return check_condition(where, _SELECT + " WHERE ({where})")
     except SqlRefused as exc:
-        raise ParquetExportError(f"the where condition must be one read-only condition over the spans columns: {exc}") from None
+        raise ParquetExportError(
+            f"the where condition must be one read-only condition over the spans columns: {exc}"
+        ) from None
     except UserSqlError as exc:
         raise ParquetExportError(f"--where is not a valid SQL condition: {exc}") from None
 
@@ -67,7 +68,11 @@ def parquet_files(folder: str | os.PathLike[str]) -> list[str]:
 
 
 def export_parquet(
-    db: str | os.PathLike[str], out_dir: str | os.PathLike[str], where: str | None = None, *, append: bool = False,
+    db: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    where: str | None = None,
+    *,
+    append: bool = False,
     file_mode: int | None = 0o600,
 ) -> dict[str, Any]:
     """Write ``spans`` from ``db`` as partitioned Parquet under ``out_dir`` (see the module contract)."""

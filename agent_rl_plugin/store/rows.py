@@ -52,7 +52,12 @@ from agent_rl_plugin.serialize import truncate
 from agent_rl_plugin.store import arrow_columns
 from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
 from agent_rl_plugin.store.validation import (
-    DROPPED_ATTRIBUTES, MAX_SPAN_ATTRIBUTES_SIZE, InvalidSpan, cap_attributes, check_ids, fix_times,
+    DROPPED_ATTRIBUTES,
+    MAX_SPAN_ATTRIBUTES_SIZE,
+    InvalidSpan,
+    cap_attributes,
+    check_ids,
+    fix_times,
 )
 
 AttributeTransform = Callable[[dict[str, Any], str], dict[str, Any]]
@@ -206,8 +211,16 @@ class SpanConverter:
                 if self.on_error is not None:
                     self.on_error(f"normalizer {label}", exc)
 
-    def _events(self, events: Sequence[Any], span_name: str, trace_hex: str, span_hex: str,
-                rollout_id: str, rewards: list[dict[str, Any]], redactor: Any = None) -> str:
+    def _events(
+        self,
+        events: Sequence[Any],
+        span_name: str,
+        trace_hex: str,
+        span_hex: str,
+        rollout_id: str,
+        rewards: list[dict[str, Any]],
+        redactor: Any = None,
+    ) -> str:
         transform = self.transform
         out = []
         names = [event.name for event in events]
@@ -228,8 +241,9 @@ class SpanConverter:
         return text
 
     @staticmethod
-    def _reward(attrs: Mapping[str, Any], time_ns: int, trace_hex: str, span_hex: str, position: int,
-                rollout_id: str) -> dict[str, Any]:
+    def _reward(
+        attrs: Mapping[str, Any], time_ns: int, trace_hex: str, span_hex: str, position: int, rollout_id: str
+    ) -> dict[str, Any]:
         return {
             "reward_id": str(uuid.uuid5(REWARD_NAMESPACE, f"{trace_hex}:{span_hex}:{position}")),
             "rollout_id": _str_or_none(attrs.get(sc.ROLLOUT_ID)) or rollout_id,
@@ -245,8 +259,9 @@ class SpanConverter:
             "span_id": span_hex,
         }
 
-    def _exception_error(self, events: Sequence[Any], attrs: dict[str, Any], span_name: str,
-                         message: str | None) -> str | None:
+    def _exception_error(
+        self, events: Sequence[Any], attrs: dict[str, Any], span_name: str, message: str | None
+    ) -> str | None:
         """The status message of a failed span, completed from its last ``exception`` event
         when it lacks a status message or ``error.type``: a missing ``error.type`` in ``attrs``
         becomes ``exception.type``, a missing ``message`` ``"type: message"`` (either alone when
@@ -375,9 +390,13 @@ class SpanConverter:
                     self.on_error("invalid span" if isinstance(exc, InvalidSpan) else "convert", exc)
         truncated = self._truncated.count
         if truncated and self.on_error is not None:
-            self.on_error("span size", ValueError(
-                f"{truncated} spans had more than {self.max_span_attributes_size} characters of attributes: "
-                f"kept the store's own keys and what fit (the rest counted in {DROPPED_ATTRIBUTES})"))
+            self.on_error(
+                "span size",
+                ValueError(
+                    f"{truncated} spans had more than {self.max_span_attributes_size} characters of attributes: "
+                    f"kept the store's own keys and what fit (the rest counted in {DROPPED_ATTRIBUTES})"
+                ),
+            )
         try:
             table = rows_to_table(rows)
         except _CONVERT_ERRORS as exc:  # e.g. lone surrogates from os.fsdecode, a time beyond int64
@@ -395,8 +414,20 @@ class SpanConverter:
         return SpanBatch(spans=table, rewards=reward_table, failed=failed, invalid=invalid, truncated=truncated)
 
 
-_PUBLIC = ("name", "context", "parent", "attributes", "events", "links", "resource",
-           "instrumentation_scope", "status", "kind", "start_time", "end_time")
+_PUBLIC = (
+    "name",
+    "context",
+    "parent",
+    "attributes",
+    "events",
+    "links",
+    "resource",
+    "instrumentation_scope",
+    "status",
+    "kind",
+    "start_time",
+    "end_time",
+)
 _fast_types: dict[type, bool] = {}
 
 
@@ -422,10 +453,34 @@ def _fields(span: ReadableSpan) -> tuple[Any, ...]:
         events = events._dq if isinstance(events, BoundedList) else (events or ())
         links = span._links
         links = links._dq if isinstance(links, BoundedList) else (links or ())
-        return (span._context, span._parent, span._name, attrs, events, links, span._resource,
-                span._instrumentation_scope, span._status, span._kind, span._start_time, span._end_time)
-    return (span.context, span.parent, span.name, dict(span.attributes or {}), span.events, span.links,
-            span.resource, span.instrumentation_scope, span.status, span.kind, span.start_time, span.end_time)
+        return (
+            span._context,
+            span._parent,
+            span._name,
+            attrs,
+            events,
+            links,
+            span._resource,
+            span._instrumentation_scope,
+            span._status,
+            span._kind,
+            span._start_time,
+            span._end_time,
+        )
+    return (
+        span.context,
+        span.parent,
+        span.name,
+        dict(span.attributes or {}),
+        span.events,
+        span.links,
+        span.resource,
+        span.instrumentation_scope,
+        span.status,
+        span.kind,
+        span.start_time,
+        span.end_time,
+    )
 
 
 def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:

@@ -117,8 +117,9 @@ class SpoolWriter(StoreWriter):
         elif self._merger is None:
             with self._lock:
                 if self._merger is None and not self._closed:
-                    self._merger = threading.Thread(target=self._merge_in_background, daemon=True,
-                                                    name=f"agent-rl-merger {self.path}")
+                    self._merger = threading.Thread(
+                        target=self._merge_in_background, daemon=True, name=f"agent-rl-merger {self.path}"
+                    )
                     self._merger.start()
 
     def _merge_in_background(self) -> None:

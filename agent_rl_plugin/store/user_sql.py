@@ -42,12 +42,12 @@ from typing import Any, Callable
 import duckdb
 import pyarrow as pa
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.store.connection import is_read_only_sql, open_reader, parse_tree, sql_words
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
 from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait
 from agent_rl_plugin.store.reading import overlay_unmerged
 from agent_rl_plugin.store.spool import list_segments, spool_dir
-from agent_rl_plugin.errors import AgentRLError
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -67,26 +67,59 @@ LOCKED_SETTINGS: dict[str, Any] = {
 #: or a URL or runs SQL from a string.
 ALLOWED_TABLE_FUNCTIONS = frozenset(
     {
-        "range", "generate_series", "unnest", "json_each", "json_tree", "repeat", "repeat_row",
-        "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
-        "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas", "duckdb_sequences",
-        "duckdb_tables", "duckdb_types", "duckdb_views", "pragma_table_info", "pragma_show",
-        "pragma_storage_info", "pragma_database_size", "pragma_version", "pragma_platform",
-        "pragma_collations", "pragma_metadata_info", "pragma_database_list", "pragma_show_tables",
-        "pragma_user_agent", "pragma_functions",
+        "range",
+        "generate_series",
+        "unnest",
+        "json_each",
+        "json_tree",
+        "repeat",
+        "repeat_row",
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_schemas",
+        "duckdb_sequences",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        "pragma_table_info",
+        "pragma_show",
+        "pragma_storage_info",
+        "pragma_database_size",
+        "pragma_version",
+        "pragma_platform",
+        "pragma_collations",
+        "pragma_metadata_info",
+        "pragma_database_list",
+        "pragma_show_tables",
+        "pragma_user_agent",
+        "pragma_functions",
     }
 )
 _PATH_CHARACTERS = set("/\\.:*?~$")
 # When DuckDB cannot serialize a statement's tree, these words refuse it (file and SQL-string readers).
-_FILE_WORDS = frozenset({"glob", "query", "query_table", "sniff_csv", "parquet_metadata", "parquet_schema",
-                         "parquet_file_metadata", "parquet_kv_metadata", "parquet_bloom_probe"})
-SQL_HINT = ("tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events "
-            "(see docs/schema.md)")
+_FILE_WORDS = frozenset(
+    {
+        "glob",
+        "query",
+        "query_table",
+        "sniff_csv",
+        "parquet_metadata",
+        "parquet_schema",
+        "parquet_file_metadata",
+        "parquet_kv_metadata",
+        "parquet_bloom_probe",
+    }
+)
+SQL_HINT = "tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events (see docs/schema.md)"
 
 
 class UserSqlError(AgentRLError, ValueError):
     """User SQL refused or failed; ``str(error)`` says why, ``hint`` the fix."""
-
 
 
 class SqlRefused(UserSqlError):
@@ -193,7 +226,7 @@ def _explained_refusals(text: str) -> list[str]:
     upper = text.lstrip().lower()
     for prefix in ("explain analyze", "explain analyse", "explain"):
         if upper.startswith(prefix):
-            return _statement_refusals(text.lstrip()[len(prefix):])
+            return _statement_refusals(text.lstrip()[len(prefix) :])
     return ["an EXPLAIN that could not be checked"]
 
 
@@ -212,8 +245,13 @@ def check_condition(condition: str, template: str) -> str:
 
 
 # --- the locked connection ------------------------------------------------------------------
-def open_locked(path: str | os.PathLike[str], *, memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int = 2,
-                spool_of: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
+def open_locked(
+    path: str | os.PathLike[str],
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    threads: int = 2,
+    spool_of: str | os.PathLike[str] | None = None,
+) -> duckdb.DuckDBPyConnection:
     """``path`` opened read-only in its own instance with :data:`LOCKED_SETTINGS` and the
     configuration locked. ``spool_of``: a database path whose unmerged spool segments are shown
     through temporary views first (:func:`~agent_rl_plugin.store.reading.overlay_unmerged`;
@@ -221,8 +259,9 @@ def open_locked(path: str | os.PathLike[str], *, memory_limit: str = DEFAULT_MEM
     ``duckdb.Error`` as DuckDB does (a lock held by another process, a config conflict with a
     connection of this process, ...)."""
     config = {name: value for name, value in LOCKED_SETTINGS.items() if name != "enable_external_access"}
-    connection = duckdb.connect(os.fspath(path), read_only=True,
-                                config=dict(config, memory_limit=memory_limit, threads=threads))
+    connection = duckdb.connect(
+        os.fspath(path), read_only=True, config=dict(config, memory_limit=memory_limit, threads=threads)
+    )
     try:
         if spool_of is not None:
             if list_segments(spool_of):
@@ -270,13 +309,18 @@ def run_locked(
         table, reason = _fetch(connection, sql, max_rows, max_bytes)
     except Exception as exc:
         if why and why[0] == "timeout":
-            raise QueryTimeout(f"the query ran longer than {timeout_s:g} s and was stopped",
-                               "narrow it (a WHERE, a LIMIT) or raise the time limit") from None
+            raise QueryTimeout(
+                f"the query ran longer than {timeout_s:g} s and was stopped",
+                "narrow it (a WHERE, a LIMIT) or raise the time limit",
+            ) from None
         if why:
             raise QueryCancelled("the query was cancelled (the client went away)") from None
         if isinstance(exc, (duckdb.Error, pa.ArrowException)):
-            hint = "the query needs more memory than user SQL may use: aggregate or narrow it" \
-                if isinstance(exc, duckdb.OutOfMemoryException) else SQL_HINT
+            hint = (
+                "the query needs more memory than user SQL may use: aggregate or narrow it"
+                if isinstance(exc, duckdb.OutOfMemoryException)
+                else SQL_HINT
+            )
             raise UserSqlError(f"SQL error: {_first_line(exc)}", hint) from None
         raise
     finally:
@@ -285,7 +329,9 @@ def run_locked(
     return QueryResult(table, reason is not None, reason, time.monotonic() - started, limits)
 
 
-def _fetch(connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int) -> tuple[pa.Table, str | None]:
+def _fetch(
+    connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int
+) -> tuple[pa.Table, str | None]:
     relation = connection.sql(sql)
     if relation is None:  # a statement without a result
         return pa.table({}), None
@@ -350,12 +396,14 @@ def run_user_query(
             # This process holds the file with other settings (an open reader, an in-process
             # receiver): query a private copy of what it holds.
             copy_dir = tempfile.mkdtemp(prefix="agent-rl-query-")  # 0700
-            copy = copy_database(open_reader(path, snapshot=False, wait_s=wait_s),
-                                 os.path.join(copy_dir, "copy.duckdb"), close=True)
+            copy = copy_database(
+                open_reader(path, snapshot=False, wait_s=wait_s), os.path.join(copy_dir, "copy.duckdb"), close=True
+            )
             connection = open_locked(copy, memory_limit=memory_limit, spool_of=path)
         try:
-            return run_locked(connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes,
-                              cancel=cancel)
+            return run_locked(
+                connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes, cancel=cancel
+            )
         finally:
             connection.close()
     finally:

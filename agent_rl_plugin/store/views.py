@@ -260,13 +260,13 @@ SELECT
     r.start_time,
     r.end_time,
     r.duration_ms,
-    CASE WHEN coalesce({_a(sc.CANCELLED, 'r.attributes')} = 'true', false) THEN 'cancelled'
+    CASE WHEN coalesce({_a(sc.CANCELLED, "r.attributes")} = 'true', false) THEN 'cancelled'
          WHEN r.status_code = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
-    CASE WHEN r.status_code = 'ERROR' OR coalesce({_a(sc.CANCELLED, 'r.attributes')} = 'true', false)
-         THEN coalesce(nullif(r.status_message, ''), {_a(sc.ERROR_TYPE, 'r.attributes')}, 'error') END AS error,
-    coalesce({_a(sc.ROLLOUT_INPUT, 'r.attributes')}, m.agent_input) AS input,
-    coalesce({_a(sc.ROLLOUT_OUTPUT, 'r.attributes')}, m.agent_output) AS output,
-    {_a(sc.ROLLOUT_METADATA, 'r.attributes')} AS metadata,
+    CASE WHEN r.status_code = 'ERROR' OR coalesce({_a(sc.CANCELLED, "r.attributes")} = 'true', false)
+         THEN coalesce(nullif(r.status_message, ''), {_a(sc.ERROR_TYPE, "r.attributes")}, 'error') END AS error,
+    coalesce({_a(sc.ROLLOUT_INPUT, "r.attributes")}, m.agent_input) AS input,
+    coalesce({_a(sc.ROLLOUT_OUTPUT, "r.attributes")}, m.agent_output) AS output,
+    {_a(sc.ROLLOUT_METADATA, "r.attributes")} AS metadata,
     coalesce(m.n_spans, 0) AS n_spans,
     coalesce(m.n_llm_calls, 0) AS n_llm_calls,
     coalesce(m.n_tool_calls, 0) AS n_tool_calls,
@@ -317,6 +317,7 @@ FROM rewards
 WHERE step_index IS NULL AND value IS NOT NULL AND error IS NULL AND rollout_id IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY rollout_id, name ORDER BY created_at DESC, reward_id DESC) = 1"""
 
+
 def combined_reward_sql(weight_sql: str = "1.0", alias: str = "e") -> str:
     """SQL aggregate of the combined episode reward over ``episode_rewards`` rows aliased
     ``alias``, each weighted by the SQL expression ``weight_sql`` (e.g. ``coalesce(w.weight,
@@ -363,9 +364,7 @@ VIEWS_V3: dict[str, str] = {"episode_rewards": EPISODE_REWARDS_V1, "rollouts": R
 CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2, **VIEWS_V3}
 
 #: The public views, in the order the schema documentation lists them.
-VIEW_NAMES: tuple[str, ...] = (
-    "rollouts", "episode_rewards", "steps", "llm_calls", "tool_calls", "events", "agents"
-)
+VIEW_NAMES: tuple[str, ...] = ("rollouts", "episode_rewards", "steps", "llm_calls", "tool_calls", "events", "agents")
 
 #: What each view holds and what its columns mean (used by ``docs/schema.md``; not SQL, so
 #: editable at any time). Columns not listed here are shown without a description.
@@ -450,8 +449,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "events": (
-        "Coordination events (span events named agent_rl.event, or event spans): answers, "
-        "votes, restarts...",
+        "Coordination events (span events named agent_rl.event, or event spans): answers, votes, restarts...",
         {
             "rollout_id": "The event's own agent_rl.rollout.id, else its span's rollout.",
             "event_index": "Position among the span's events.",

@@ -40,10 +40,10 @@ import pyarrow as pa
 
 from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
 from agent_rl_plugin.store.compaction import merge_segments
-from agent_rl_plugin.store.opening import open_write_connection
-from agent_rl_plugin.store.spool import list_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
+from agent_rl_plugin.store.opening import open_write_connection
 from agent_rl_plugin.store.rows import SpanBatch
+from agent_rl_plugin.store.spool import list_segments
 
 Report = Callable[[str, BaseException], None]
 
@@ -199,10 +199,13 @@ class StoreWriter:
                 return True
         self.stats.add(spans_dropped=n)
         if full:
-            self._report("queue_full", OverflowError(
-                f"{self._pending} spans are waiting to be written to {self.path} "
-                f"(limit {self.max_pending_spans}); new spans are dropped until it catches up"
-            ))
+            self._report(
+                "queue_full",
+                OverflowError(
+                    f"{self._pending} spans are waiting to be written to {self.path} "
+                    f"(limit {self.max_pending_spans}); new spans are dropped until it catches up"
+                ),
+            )
         return False
 
     def flush(self, timeout_s: float) -> bool:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_rl_plugin.train.config import TrainConfigError
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.train.config import TrainConfigError
 
 
 class TrainError(AgentRLError, ValueError):
@@ -94,9 +94,7 @@ def summarize_run(trainer: Any, output: Any) -> tuple[dict[str, float], list[dic
     metrics: dict[str, float] = {}
     for entry in history:
         metrics.update({k: v for k, v in entry.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-    metrics.update(
-        {k: v for k, v in (getattr(output, "metrics", None) or {}).items() if isinstance(v, (int, float))}
-    )
+    metrics.update({k: v for k, v in (getattr(output, "metrics", None) or {}).items() if isinstance(v, (int, float))})
     return metrics, history
 
 

@@ -31,8 +31,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from agent_rl_plugin.train.fields import check_choices, option
 from agent_rl_plugin.errors import AgentRLError
+from agent_rl_plugin.train.fields import check_choices, option
 
 RATIO_LOW = 1.0
 RATIO_HIGH = 4.0 / 3.0
@@ -66,14 +66,20 @@ class LoRATrainConfig:
 
     model: str = option(
         help="Base model: a local directory (saved with save_pretrained) or a Hugging Face model name.",
-        flag="--model", short="-m", required=True,
+        flag="--model",
+        short="-m",
+        required=True,
     )
     output_dir: str = option(
         help="Directory for checkpoints, logs and the saved LoRA adapter (<output_dir>/adapter).",
-        flag="--out", short="-o", required=True,
+        flag="--out",
+        short="-o",
+        required=True,
     )
     learning_rate: float = option(5e-5, help="Peak learning rate of the LoRA parameters.", flag="--lr")
-    epochs: float = option(1.0, help="Number of passes over the dataset (ignored when max_steps is set).", flag="--epochs")
+    epochs: float = option(
+        1.0, help="Number of passes over the dataset (ignored when max_steps is set).", flag="--epochs"
+    )
     max_steps: Optional[int] = option(
         None, help="Stop after this many optimizer steps (None: use epochs).", flag="--max-steps"
     )
@@ -98,8 +104,10 @@ class LoRATrainConfig:
         "no", help="When the trainer saves checkpoints: 'no', 'steps' or 'epoch'.", choices=("no", "steps", "epoch")
     )
     save_steps: int = option(
-        500, help="Save a checkpoint every this many steps (when save_strategy is 'steps').",
-        flag="--save-steps", implies={"save_strategy": "steps"},
+        500,
+        help="Save a checkpoint every this many steps (when save_strategy is 'steps').",
+        flag="--save-steps",
+        implies={"save_strategy": "steps"},
     )
     save_total_limit: Optional[int] = option(None, help="Keep at most this many checkpoints (None: all).")
     resume_from_checkpoint: Union[bool, str, None] = option(
@@ -182,7 +190,9 @@ class LoRATrainConfig:
     def trainer_arguments(self) -> dict:
         """Keyword arguments of ``transformers.TrainingArguments`` (and TRL's configs, its
         subclasses) that these fields set. The hardware fields must be resolved."""
-        missing = [n for n in ("batch_size", "gradient_accumulation_steps", "use_cpu", "bf16") if getattr(self, n) is None]
+        missing = [
+            n for n in ("batch_size", "gradient_accumulation_steps", "use_cpu", "bf16") if getattr(self, n) is None
+        ]
         if missing:
             raise TrainConfigError(f"{', '.join(missing)} not set: call apply_hardware_profile(config) first")
         return dict(

@@ -48,7 +48,6 @@ import difflib
 import json
 import math
 import os
-import sys
 import typing
 from pathlib import Path
 from typing import Any, Mapping, Union
@@ -99,10 +98,8 @@ def _read(path: Path) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise TrainConfigError(f"{path} is not valid YAML: {exc}") from None
     elif suffix in TOML_SUFFIXES:
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - python 3.10
-            import tomli as tomllib
+        import tomllib
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -149,7 +146,9 @@ def coerce_value(name: str, value: Any, tp: Any) -> Any:
     origin = typing.get_origin(tp)
     if origin is Union:
         options = typing.get_args(tp)
-        if type(None) in options and (value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)):
+        if type(None) in options and (
+            value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)
+        ):
             return None
         # exact type matches first, so that a str stays a str in Union[bool, str, None]
         for option in options:
@@ -248,7 +247,9 @@ def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[st
         if name != "train" and name not in method_tables:
             values[name] = tables[name]  # reported below as an unknown key
     applicable = {resolved, "offline_grpo"} if resolved == "gigpo" else {resolved}
-    ordered = sorted((t for t in method_tables if normalize_method(t) in applicable), key=lambda t: normalize_method(t) == resolved)
+    ordered = sorted(
+        (t for t in method_tables if normalize_method(t) in applicable), key=lambda t: normalize_method(t) == resolved
+    )
     for name in ["train"] + ordered:
         table = tables.get(name)
         if table is not None:
@@ -256,9 +257,7 @@ def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[st
     return resolved, values
 
 
-def build_config(
-    method: str, values: Mapping[str, Any], *, where: str = "config"
-) -> AnyTrainConfig:
+def build_config(method: str, values: Mapping[str, Any], *, where: str = "config") -> AnyTrainConfig:
     """A config of ``method`` from ``values`` (field name -> value, coerced to the field types);
     raises :class:`TrainConfigError` for unknown keys, wrong types and invalid values."""
     method = normalize_method(method)
@@ -361,8 +360,11 @@ def _config_values(config: Any) -> dict[str, Any]:
 def _render(method: str, cls: type, values: Mapping[str, Any], fmt: str, *, comments: bool) -> str:
     lines: list[str] = []
     if comments:
-        lines += [f"# agent-rl training config: {method} ({cls.__name__}).", "# Fields left none are filled"
-                  " from the detected hardware or derived (see the help of each field).", ""]
+        lines += [
+            f"# agent-rl training config: {method} ({cls.__name__}).",
+            "# Fields left none are filled from the detected hardware or derived (see the help of each field).",
+            "",
+        ]
     sep = " = " if fmt == "toml" else ": "
     lines.append(f"method{sep}{_toml_value(method) if fmt == 'toml' else method}")
     options = {o.name: o for o in train_options(cls)}

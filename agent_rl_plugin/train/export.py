@@ -25,6 +25,7 @@ import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
+
 from agent_rl_plugin.errors import AgentRLError
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -50,7 +51,9 @@ def resolve_adapter_dir(adapter_path: str | os.PathLike[str]) -> Path:
     subdirectory (a run's output directory). Raises :class:`ExportError`."""
     path = Path(adapter_path).expanduser()
     if not path.exists():
-        raise ExportError(f"adapter path {path} does not exist", "give the adapter directory (<output_dir>/adapter) of a training run")
+        raise ExportError(
+            f"adapter path {path} does not exist", "give the adapter directory (<output_dir>/adapter) of a training run"
+        )
     if not path.is_dir():
         raise ExportError(f"adapter path {path} is not a directory", "give the directory the adapter was saved to")
     if (path / ADAPTER_CONFIG).is_file():
@@ -69,7 +72,9 @@ def adapter_base_model(adapter_dir: str | os.PathLike[str]) -> str | None:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ExportError(f"cannot read {path}: {exc}", "the adapter directory looks damaged; save the adapter again") from None
+        raise ExportError(
+            f"cannot read {path}: {exc}", "the adapter directory looks damaged; save the adapter again"
+        ) from None
     base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
     return str(base) if base else None
 
@@ -87,10 +92,15 @@ def _check_base(base: str | None, adapter_dir: Path) -> str:
     expanded = os.path.expanduser(base)
     if os.path.isdir(expanded):
         if not os.path.isfile(os.path.join(expanded, "config.json")):
-            raise ExportError(f"base model directory {base} has no config.json", "give a directory saved with save_pretrained (--base)")
+            raise ExportError(
+                f"base model directory {base} has no config.json",
+                "give a directory saved with save_pretrained (--base)",
+            )
         return expanded
     if os.path.exists(expanded) or _looks_local(base):
-        raise ExportError(f"base model {base} does not exist", "pass the base model's directory or name with --base (base_model=)")
+        raise ExportError(
+            f"base model {base} does not exist", "pass the base model's directory or name with --base (base_model=)"
+        )
     return base  # a model name, left to from_pretrained
 
 
@@ -105,7 +115,9 @@ def _check_out_dir(out_dir: Path, overwrite: bool, protected: list[Path]) -> Non
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"output path {out_dir} exists and is not a directory", "choose another --out")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise ExportError(f"output directory {out_dir} exists and is not empty", "choose another --out, or pass --overwrite")
+        raise ExportError(
+            f"output directory {out_dir} exists and is not empty", "choose another --out, or pass --overwrite"
+        )
     resolved = out_dir.resolve()
     guarded = [p.resolve() for p in protected] + [Path.cwd().resolve(), Path.home().resolve()]
     for path in guarded:
@@ -114,7 +126,9 @@ def _check_out_dir(out_dir: Path, overwrite: bool, protected: list[Path]) -> Non
                 f"refusing to write to {out_dir}: it is or contains {path}", "choose a new, separate --out directory"
             )
     if resolved == Path(resolved.anchor):
-        raise ExportError(f"refusing to write to the filesystem root {out_dir}", "choose a new, separate --out directory")
+        raise ExportError(
+            f"refusing to write to the filesystem root {out_dir}", "choose a new, separate --out directory"
+        )
 
 
 def _staging_dir(out_dir: Path) -> Path:
@@ -180,7 +194,9 @@ def merge_adapter(
     try:
         model = AutoModelForCausalLM.from_pretrained(base, **kwargs)
     except OSError as exc:
-        raise ExportError(f"cannot load the base model {base}: {exc}", "pass the base model's local directory with --base") from None
+        raise ExportError(
+            f"cannot load the base model {base}: {exc}", "pass the base model's local directory with --base"
+        ) from None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # deprecations inside peft/transformers
@@ -194,7 +210,9 @@ def merge_adapter(
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     except (OSError, ValueError) as exc:
-        raise ExportError(f"cannot load the tokenizer from {tokenizer_source}: {exc}", "pass the base model with --base") from None
+        raise ExportError(
+            f"cannot load the tokenizer from {tokenizer_source}: {exc}", "pass the base model with --base"
+        ) from None
     staging = _staging_dir(out)
     try:
         merged.save_pretrained(str(staging))
@@ -216,7 +234,9 @@ def export_adapter(
     out = Path(out_dir).expanduser()
     _check_out_dir(out, overwrite, [adapter_dir])
     if _is_same_or_parent(adapter_dir.resolve(), out.resolve()):
-        raise ExportError(f"refusing to copy the adapter {adapter_dir} into itself ({out})", "choose an --out outside the adapter")
+        raise ExportError(
+            f"refusing to copy the adapter {adapter_dir} into itself ({out})", "choose an --out outside the adapter"
+        )
 
     def skip(directory: str, names: list[str]) -> list[str]:
         return [n for n in names if n in TRAINER_STATE_FILES or n.startswith("rng_state")]
@@ -245,7 +265,9 @@ def adapter_of_run(db_path: str | os.PathLike[str], run_id_or_prefix: str) -> tu
 
     wanted = (run_id_or_prefix or "").strip()
     if not wanted:
-        raise ExportError("give a run id (or its first characters)", "list runs with: agent-rl query \"select * from training_runs\"")
+        raise ExportError(
+            "give a run id (or its first characters)", 'list runs with: agent-rl query "select * from training_runs"'
+        )
     connection = open_reader(db_path)
     try:
         try:
@@ -263,17 +285,23 @@ def adapter_of_run(db_path: str | os.PathLike[str], run_id_or_prefix: str) -> tu
     if not rows:
         raise ExportError(
             f"no training run {wanted!r} in {db_path}",
-            "list runs with: agent-rl query \"select run_id, method, model, finished_at from training_runs\"",
+            'list runs with: agent-rl query "select run_id, method, model, finished_at from training_runs"',
         )
     if len(rows) > 1:
         ids = ", ".join(r[0] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-        raise ExportError(f"{len(rows)} training runs start with {wanted!r}: {ids}", "give more characters of the run id")
+        raise ExportError(
+            f"{len(rows)} training runs start with {wanted!r}: {ids}", "give more characters of the run id"
+        )
     run_id, adapter, model, status, error = rows[0]
     if not adapter:
         reason = f" (status {status}: {error})" if status != "ok" else ""
-        raise ExportError(f"training run {run_id} saved no adapter{reason}", "export a run that finished with status ok")
+        raise ExportError(
+            f"training run {run_id} saved no adapter{reason}", "export a run that finished with status ok"
+        )
     if not model:
-        raise ExportError(f"training run {run_id} has no base model recorded", "pass --adapter and --base instead of --run")
+        raise ExportError(
+            f"training run {run_id} has no base model recorded", "pass --adapter and --base instead of --run"
+        )
     return str(adapter), str(model)
 
 

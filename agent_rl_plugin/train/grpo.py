@@ -71,9 +71,7 @@ def _functions(reward_funcs: Any) -> list[Callable[..., Any]]:
     else:
         funcs = list(reward_funcs)
     if not funcs:
-        raise TrainError(
-            "no reward functions: pass reward_functions(['task_completion', ...]) or TRL reward callables"
-        )
+        raise TrainError("no reward functions: pass reward_functions(['task_completion', ...]) or TRL reward callables")
     bad = [f for f in funcs if not callable(f)]
     if bad:
         raise TrainError(
@@ -95,7 +93,9 @@ def check_batch(config: GRPOTrainConfig, n_prompts: int) -> None:
     gradient_accumulation_steps x processes``) holds whole groups of ``num_generations``, and the
     dataset has at least the prompts one generation batch needs."""
     if config.batch_size is None or config.gradient_accumulation_steps is None:
-        raise TrainConfigError("batch_size and gradient_accumulation_steps not set: call apply_hardware_profile(config) first")
+        raise TrainConfigError(
+            "batch_size and gradient_accumulation_steps not set: call apply_hardware_profile(config) first"
+        )
     if config.num_generations < 2:
         raise TrainConfigError(f"num_generations must be >= 2, got {config.num_generations}")
     generation_batch = config.batch_size * config.gradient_accumulation_steps * _world_size()
@@ -146,7 +146,7 @@ def reward_curves(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         curve.append(_number(entry["reward"]))
         for key, value in entry.items():
             if key.startswith("rewards/") and key.endswith("/mean"):
-                per_function.setdefault(key[len("rewards/"):-len("/mean")], []).append(_number(value))
+                per_function.setdefault(key[len("rewards/") : -len("/mean")], []).append(_number(value))
     return {"reward_steps": steps, "reward_curve": curve, "reward_curves": per_function}
 
 

@@ -44,7 +44,8 @@ class GRPOTrainConfig(LoRATrainConfig):
     temperature: float = option(1.0, help="Sampling temperature of the generations (> 0).", flag="--temperature")
     top_p: float = option(1.0, help="Nucleus sampling probability mass, in (0, 1].")
     beta: float = option(
-        0.0, help="KL coefficient against the adapter-disabled base model (0: no KL term, no reference pass).",
+        0.0,
+        help="KL coefficient against the adapter-disabled base model (0: no KL term, no reference pass).",
         flag="--beta",
     )
     epsilon: float = option(0.2, help="Lower clipping range of the importance ratio (PPO epsilon).", flag="--epsilon")
@@ -53,21 +54,24 @@ class GRPOTrainConfig(LoRATrainConfig):
         "dapo", help="TRL loss normalisation: 'grpo', 'dapo', 'dr_grpo' or 'bnpo'.", choices=LOSS_TYPES
     )
     scale_rewards: str = option(
-        "group", help="Advantage scaling: 'group' (divide by the group's std), 'batch' or 'none'.",
+        "group",
+        help="Advantage scaling: 'group' (divide by the group's std), 'batch' or 'none'.",
         choices=SCALE_REWARDS,
     )
     num_iterations: int = option(1, help="Optimisation passes per generated batch (mu in the GRPO paper).")
     mask_truncated_completions: bool = option(
         False, help="Leave completions cut at max_completion_length out of the loss (TRL's default is False)."
     )
-    reward_weights: Optional[list[float]] = option(
-        None, help="Weight of each reward function, in order (None: all 1)."
-    )
+    reward_weights: Optional[list[float]] = option(None, help="Weight of each reward function, in order (None: all 1).")
     log_completions: bool = option(False, help="Log a sample of completions and rewards at each logging step.")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if isinstance(self.num_generations, bool) or not isinstance(self.num_generations, int) or self.num_generations < 2:
+        if (
+            isinstance(self.num_generations, bool)
+            or not isinstance(self.num_generations, int)
+            or self.num_generations < 2
+        ):
             raise TrainConfigError(
                 f"num_generations must be an integer >= 2 (a group needs several completions to compare), "
                 f"got {self.num_generations!r}"
@@ -98,10 +102,12 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
     advantage_level: str = option(
         "episode",
         help="'episode': one advantage per logged completion (GRPO groups); 'step': one per LLM call (GiGPO).",
-        flag="--level", choices=ADVANTAGE_LEVELS,
+        flag="--level",
+        choices=ADVANTAGE_LEVELS,
     )
     epsilon: float = option(
-        0.2, help="Lower clipping range of the importance ratio (used when behaviour log-probs were logged).",
+        0.2,
+        help="Lower clipping range of the importance ratio (used when behaviour log-probs were logged).",
         flag="--epsilon",
     )
     epsilon_high: Optional[float] = option(None, help="Upper clipping range (None: same as epsilon).")
@@ -132,7 +138,11 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if isinstance(self.measure_examples, bool) or not isinstance(self.measure_examples, int) or self.measure_examples < 0:
+        if (
+            isinstance(self.measure_examples, bool)
+            or not isinstance(self.measure_examples, int)
+            or self.measure_examples < 0
+        ):
             raise TrainConfigError(f"measure_examples must be an integer >= 0, got {self.measure_examples!r}")
         _check_clip(self)
 

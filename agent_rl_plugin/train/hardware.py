@@ -206,4 +206,11 @@ def apply_hardware_profile(config: Any, hardware: Hardware | None = None) -> Har
     return profile
 
 
-__all__ = ["Hardware", "HardwareProfile", "PROFILE_FIELDS", "apply_hardware_profile", "choose_profile", "detect_hardware"]
+__all__ = [
+    "Hardware",
+    "HardwareProfile",
+    "PROFILE_FIELDS",
+    "apply_hardware_profile",
+    "choose_profile",
+    "detect_hardware",
+]

@@ -32,8 +32,11 @@ def check_model_path(model: str) -> None:
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):
         if not os.path.isfile(os.path.join(expanded, "config.json")):
-            raise with_hint(TrainConfigError(f"model directory {model} has no config.json"),
-                            "give a directory saved with save_pretrained", "model")
+            raise with_hint(
+                TrainConfigError(f"model directory {model} has no config.json"),
+                "give a directory saved with save_pretrained",
+                "model",
+            )
         return
     looks_like_name = not model.startswith((".", "/", "~")) and model.count("/") <= 1 and "\\" not in model
     if os.path.exists(expanded) or not looks_like_name:
@@ -44,7 +47,9 @@ def check_model_path(model: str) -> None:
         )
 
 
-def load_jsonl_dataset(path: str, kind: str = "KTO", columns: tuple[str, ...] = ("prompt", "completion", "label")) -> Any:
+def load_jsonl_dataset(
+    path: str, kind: str = "KTO", columns: tuple[str, ...] = ("prompt", "completion", "label")
+) -> Any:
     """A ``datasets.Dataset`` from a JSONL file (one row per line) whose rows have ``columns``;
     raises :class:`~agent_rl_plugin.train.common.TrainError` naming the file (and the line)."""
     # `datasets` (and pyarrow under it) load only when a dataset file is read
@@ -67,7 +72,9 @@ def load_jsonl_dataset(path: str, kind: str = "KTO", columns: tuple[str, ...] = 
     missing = [c for c in columns if c not in rows[0]]
     if missing:
         raise with_hint(
-            TrainError(f"{path} rows have no {', '.join(missing)} (they have {', '.join(rows[0])})"), hint, "dataset_file"
+            TrainError(f"{path} rows have no {', '.join(missing)} (they have {', '.join(rows[0])})"),
+            hint,
+            "dataset_file",
         )
     return Dataset.from_list(rows)
 

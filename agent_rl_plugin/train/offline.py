@@ -85,8 +85,15 @@ from agent_rl_plugin.train.tokenize import tokenize_completion
 
 #: Metric names this trainer adds to the Trainer's log.
 METRICS = (
-    "policy_loss", "kl", "clip_ratio", "ratio_mean", "behaviour_share", "advantage_mean",
-    "logp/positive", "logp/negative", "trained_tokens",
+    "policy_loss",
+    "kl",
+    "clip_ratio",
+    "ratio_mean",
+    "behaviour_share",
+    "advantage_mean",
+    "logp/positive",
+    "logp/negative",
+    "trained_tokens",
 )
 
 
@@ -99,7 +106,7 @@ def token_logprobs(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return selective_log_softmax(logits[:, :-1, :], input_ids[:, 1:]).float()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trainer_class():
     from transformers import Trainer
 
@@ -383,4 +390,11 @@ def completion_logprob(
     return total / float(mask.sum()) if mean else total
 
 
-__all__ = ["METRICS", "OfflineGRPOTrainer", "completion_logprob", "measure_logprobs", "token_logprobs", "train_offline_grpo"]
+__all__ = [  # noqa: F822 - OfflineGRPOTrainer comes from the module __getattr__ (built on first use)
+    "METRICS",
+    "OfflineGRPOTrainer",
+    "completion_logprob",
+    "measure_logprobs",
+    "token_logprobs",
+    "train_offline_grpo",
+]

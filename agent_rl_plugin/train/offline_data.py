@@ -142,9 +142,19 @@ def build_examples(
     fmt = check_offline_dataset(dataset)
     stats = dict.fromkeys(
         (
-            "rows", "completions", "zero_advantage", "no_trained_tokens", "examples", "positive", "negative",
-            "trained_tokens", "truncated_prompts", "truncated_completions", "unaligned_messages",
-            "old_logprobs_used", "old_logprobs_ignored",
+            "rows",
+            "completions",
+            "zero_advantage",
+            "no_trained_tokens",
+            "examples",
+            "positive",
+            "negative",
+            "trained_tokens",
+            "truncated_prompts",
+            "truncated_completions",
+            "unaligned_messages",
+            "old_logprobs_used",
+            "old_logprobs_ignored",
         ),
         0,
     )
@@ -227,7 +237,9 @@ class OfflineCollator:
             "input_ids": stacked("input_ids", torch.long, self.pad_token_id),
             "attention_mask": pad(
                 [torch.ones(len(f["input_ids"]), dtype=torch.long) for f in features],
-                padding_value=0, padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of,
+                padding_value=0,
+                padding_side="right",
+                pad_to_multiple_of=self.pad_to_multiple_of,
             ),
             "loss_mask": stacked("loss_mask", torch.long, 0),
             "advantages": stacked("advantages", torch.float32, 0.0),

@@ -50,7 +50,7 @@ def options_table() -> str:
             key = (declared.name, declared.help, repr(declared.default))
             rows.setdefault(key, (declared, {}))[1][method] = "✓"
         for name, value in PRESETS.get(method, {}).items():
-            for key, (declared, marks) in rows.items():
+            for key, (_declared, marks) in rows.items():
                 if key[0] == name:
                     marks[method] = f"`{value!r}`"
     header = ["key", "flag", "type", "default", *methods, "meaning"]
@@ -59,7 +59,8 @@ def options_table() -> str:
         choices = f" (one of {', '.join(repr(c) for c in declared.choices)})" if declared.choices else ""
         implies = (
             " The flag also sets " + ", ".join(f"{k}={v!r}" for k, v in declared.implies.items()) + "."
-            if declared.implies else ""
+            if declared.implies
+            else ""
         )
         cells = [
             f"`{declared.name}`",

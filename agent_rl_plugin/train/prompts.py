@@ -163,7 +163,8 @@ def _task_messages(prompt: str) -> list[dict[str, str]]:
     except ValueError:
         parsed = None
     if (
-        isinstance(parsed, list) and parsed
+        isinstance(parsed, list)
+        and parsed
         and all(isinstance(m, dict) and "role" in m and "content" in m for m in parsed)
     ):
         return _clean(parsed)
@@ -185,13 +186,15 @@ def task_prompts(
     """The prompt rows of the selected tasks (see the module doc)."""
     condition = _task_ids_query(connection, sql) if sql else (f"({where})" if where else "true")
     try:
-        tasks = arrow(
-            connection, f"SELECT task_id, prompt, ground_truth FROM tasks WHERE {condition} ORDER BY task_id"
-        )
+        tasks = arrow(connection, f"SELECT task_id, prompt, ground_truth FROM tasks WHERE {condition} ORDER BY task_id")
     except duckdb.Error as exc:
-        raise DatasetError(f"SQL error in {'the query' if sql else 'where'}: {first_line(exc)}", TASK_COLUMNS_HINT) from None
+        raise DatasetError(
+            f"SQL error in {'the query' if sql else 'where'}: {first_line(exc)}", TASK_COLUMNS_HINT
+        ) from None
     if tasks.num_rows == 0:
-        what = f"the query {sql!r}" if sql else (f"where {where!r}" if where else "the store (its tasks table is empty)")
+        what = (
+            f"the query {sql!r}" if sql else (f"where {where!r}" if where else "the store (its tasks table is empty)")
+        )
         raise DatasetError(f"no tasks match {what}", "import tasks with: agent-rl tasks import FILE")
     report.extra["tasks"] = tasks.num_rows
     out: dict[str, list[Any]] = {name: [] for name in PROMPT_COLUMNS}

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import sys
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Optional
 
 from agent_rl_plugin.train.common import TrainError
@@ -66,7 +66,7 @@ def train_recorded(
     from agent_rl_plugin.store.errors import StoreError
     from agent_rl_plugin.train.records import record_training_run
 
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     n_rows = len(dataset) if dataset is not None else None
     if not is_main_process():
         record_db = None
@@ -78,8 +78,17 @@ def train_recorded(
         if not record_db:
             return
         try:
-            record_training_run(record_db, None, recorded_config, dataset_sql, method=method, status="error",
-                                error=message, started_at=started_at, n_rows=n_rows)
+            record_training_run(
+                record_db,
+                None,
+                recorded_config,
+                dataset_sql,
+                method=method,
+                status="error",
+                error=message,
+                started_at=started_at,
+                n_rows=n_rows,
+            )
         except Exception as exc:  # e.g. a receiver holds the file: report the training error itself
             on_warning(f"warning: the failed run was not recorded: {exc}")
 
@@ -91,15 +100,19 @@ def train_recorded(
         raise
     except OSError as exc:
         failed(str(exc))
-        raise with_hint(TrainError(f"cannot load or save the model: {exc}"), "check model and output_dir", "model") from None
+        raise with_hint(
+            TrainError(f"cannot load or save the model: {exc}"), "check model and output_dir", "model"
+        ) from None
     run_id = None
     if record_db:
         try:
-            run_id = record_training_run(record_db, result, recorded_config, dataset_sql, method=method,
-                                         started_at=started_at)
+            run_id = record_training_run(
+                record_db, result, recorded_config, dataset_sql, method=method, started_at=started_at
+            )
         except StoreError as exc:  # the adapter is saved; only the record is missing
-            on_warning(f"warning: the run was trained (adapter {result.adapter_path}) but not recorded in "
-                       f"{record_db}: {exc}")
+            on_warning(
+                f"warning: the run was trained (adapter {result.adapter_path}) but not recorded in {record_db}: {exc}"
+            )
     return result, run_id
 
 

@@ -10,7 +10,7 @@ import json
 import math
 import os
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -43,7 +43,14 @@ def metric_rows(log_history: list[dict[str, Any]] | None) -> list[tuple[int | No
         for name, value in entry.items():
             if name in _POSITION_KEYS or not _numeric(value):
                 continue
-            rows.append((int(step) if step is not None else None, float(epoch) if epoch is not None else None, name, float(value)))
+            rows.append(
+                (
+                    int(step) if step is not None else None,
+                    float(epoch) if epoch is not None else None,
+                    name,
+                    float(value),
+                )
+            )
     return rows
 
 
@@ -67,7 +74,7 @@ def record_training_run(
         raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
     run_id = run_id or uuid.uuid4().hex
     config_dict = _config_dict(config)
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     finished = finished_at or now
     if started_at is None and result is not None and getattr(result, "seconds", None) is not None:
         started_at = finished - timedelta(seconds=float(result.seconds))
@@ -118,7 +125,7 @@ def record_training_run(
 def _naive(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is None:
         return value
-    return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 __all__ = ["metric_rows", "record_training_run"]

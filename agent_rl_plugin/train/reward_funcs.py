@@ -62,6 +62,7 @@ TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environment
 #: Dataset columns with a meaning of their own on the rollout.
 ROLLOUT_COLUMNS = frozenset({"ground_truth", "task_id", "metadata", "prompt", "completion"})
 
+
 class RewardFunctionError(TrainError):
     """A reward could not be turned into a reward function (bad entry, bad weights)."""
 
@@ -232,7 +233,7 @@ class PluginRewardFunction:
         with progress:
             seen = 0
             while state["done"] < len(units):
-                progress.wait_for(lambda: state["done"] > seen, timeout=self.timeout_s)
+                progress.wait_for(lambda seen=seen: state["done"] > seen, timeout=self.timeout_s)
                 if state["done"] == seen:  # no unit finished within the timeout
                     state["cancelled"] = True
                     break
@@ -242,14 +243,20 @@ class PluginRewardFunction:
         if finished < len(units):
             self._busy = thread
             timed_out = sum(len(unit) for unit in units[finished:])
-            self._warn("timeout", f"no result within {self.timeout_s:g} s; the call goes on in the background "
-                                  "and the plugin is skipped until it returns")
+            self._warn(
+                "timeout",
+                f"no result within {self.timeout_s:g} s; the call goes on in the background "
+                "and the plugin is skipped until it returns",
+            )
             return snapshot, timed_out
         thread.join()
         return snapshot, 0
 
     def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]] | None = None,
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> list[float | None]:
         n = len(completions)
@@ -404,7 +411,9 @@ def reward_functions(
     if weights is not None and not isinstance(weights, Mapping):
         weights = list(weights)
         if len(weights) != len(resolved):
-            raise RewardFunctionError(f"{len(weights)} weights for {len(resolved)} reward functions ({', '.join(names)})")
+            raise RewardFunctionError(
+                f"{len(weights)} weights for {len(resolved)} reward functions ({', '.join(names)})"
+            )
     if isinstance(weights, Mapping):
         unknown = sorted(set(weights) - set(names))
         if unknown:

@@ -42,8 +42,9 @@ def run_errors() -> tuple[type[Exception], ...]:
 def _one_source(**sources: Any) -> None:
     given = [name for name, value in sources.items() if value]
     if len(given) > 1:
-        raise with_hint(TrainError(f"give one of {', '.join(sources)}, not several (got {', '.join(given)})"),
-                        None, "source")
+        raise with_hint(
+            TrainError(f"give one of {', '.join(sources)}, not several (got {', '.join(given)})"), None, "source"
+        )
 
 
 def _dataset_sql(where: str | None, sql: str | None, dataset_file: str | None) -> str:
@@ -60,7 +61,9 @@ def _nothing_to_train(what: str, report: Any) -> TrainError:
     )
 
 
-def _summary(method: str, config: Any, result: Any, run_id: str | None, dataset_sql: str, profile: Any) -> dict[str, Any]:
+def _summary(
+    method: str, config: Any, result: Any, run_id: str | None, dataset_sql: str, profile: Any
+) -> dict[str, Any]:
     first, final = losses(result)
     return {
         "method": method,
@@ -121,14 +124,20 @@ def run_kto(
         n_desirable, n_undesirable = check_kto_dataset(dataset)
     except TrainError as exc:
         raise with_hint(
-            TrainError(f"only one label class: {_count(dataset, True)} desirable, {_count(dataset, False)} undesirable"),
+            TrainError(
+                f"only one label class: {_count(dataset, True)} desirable, {_count(dataset, False)} undesirable"
+            ),
             "KTO needs both; choose another label rule (quantile or group) or another threshold",
             "label_rule",
         ) from exc
     profile = apply_profile(config, on_profile)
     result, run_id = train_recorded(
-        method="kto", config=config, dataset=dataset, dataset_sql=dataset_sql,
-        record_db=db if (record and not dataset_file) else None, on_warning=on_warning,
+        method="kto",
+        config=config,
+        dataset=dataset,
+        dataset_sql=dataset_sql,
+        record_db=db if (record and not dataset_file) else None,
+        on_warning=on_warning,
         train=lambda: train_kto(config, dataset, hardware=profile, progress=progress),
     )
     summary = _summary("kto", config, result, run_id, dataset_sql, profile)
@@ -172,14 +181,20 @@ def run_grpo_online(
         try:  # spliced into the tasks query on a reader connection: this check is its wall
             check_condition(where, "SELECT task_id FROM tasks WHERE ({where})")
         except UserSqlError as exc:
-            raise with_hint(TrainError(f"bad where condition: {exc}"),
-                            "with tasks as the source, where is a condition over the tasks table", "where") from None
+            raise with_hint(
+                TrainError(f"bad where condition: {exc}"),
+                "with tasks as the source, where is a condition over the tasks table",
+                "where",
+            ) from None
     if not rewards:
         from agent_rl_plugin.rewards.registry import collect_rewards
 
         names = ", ".join(sorted(collect_rewards())) or "none installed"
-        raise with_hint(TrainError("online GRPO needs at least one reward to score its samples"),
-                        f"name one or more reward plugins (installed: {names})", "rewards")
+        raise with_hint(
+            TrainError("online GRPO needs at least one reward to score its samples"),
+            f"name one or more reward plugins (installed: {names})",
+            "rewards",
+        )
     report = BuildReport()
     prompts = build_prompt_dataset(db, where=where, sql=sql, source="tasks" if tasks else "rollouts", report=report)
     try:
@@ -191,8 +206,12 @@ def run_grpo_online(
     profile = apply_profile(config, on_profile)
     dataset_sql = ("tasks: " if tasks else "") + _dataset_sql(where, sql, None)
     result, run_id = train_recorded(
-        method="grpo", config=config, dataset=prompts, dataset_sql=dataset_sql,
-        record_db=db if record else None, on_warning=on_warning,
+        method="grpo",
+        config=config,
+        dataset=prompts,
+        dataset_sql=dataset_sql,
+        record_db=db if record else None,
+        on_warning=on_warning,
         train=lambda: train_grpo(config, prompts, funcs, hardware=profile, progress=progress),
     )
     summary = _summary("grpo", config, result, run_id, dataset_sql, profile)
@@ -237,25 +256,33 @@ def run_grpo_offline(
     else:
         report = BuildReport()
         if step_level:
-            dataset = build_step_dataset(db, where=where, sql=sql, weights=weights, from_table=from_table,
-                                         run_id=run_id, report=report)
+            dataset = build_step_dataset(
+                db, where=where, sql=sql, weights=weights, from_table=from_table, run_id=run_id, report=report
+            )
         else:
-            dataset = build_grpo_dataset(db, where=where, sql=sql, weights=weights,
-                                         min_group_size=min_group_size, report=report)
+            dataset = build_grpo_dataset(
+                db, where=where, sql=sql, weights=weights, min_group_size=min_group_size, report=report
+            )
         if len(dataset) == 0:
             raise _nothing_to_train("steps" if step_level else "GRPO groups", report)
     profile = apply_profile(config, on_profile)
     dataset_sql = _dataset_sql(where, sql, dataset_file)
     result, new_run_id = train_recorded(
-        method=method, config=config, dataset=dataset, dataset_sql=dataset_sql,
-        record_db=db if (record and not dataset_file) else None, on_warning=on_warning,
+        method=method,
+        config=config,
+        dataset=dataset,
+        dataset_sql=dataset_sql,
+        record_db=db if (record and not dataset_file) else None,
+        on_warning=on_warning,
         train=lambda: train_offline_grpo(config, dataset, hardware=profile, progress=progress),
     )
     summary = _summary(method, config, result, new_run_id, dataset_sql, profile)
     lines, moved = [], {}
     measured = result.extra.get("logprobs") or {}
-    for sign, label in (("positive", "log-prob per token of positive-advantage actions"),
-                        ("negative", "log-prob per token of negative-advantage actions")):
+    for sign, label in (
+        ("positive", "log-prob per token of positive-advantage actions"),
+        ("negative", "log-prob per token of negative-advantage actions"),
+    ):
         base, trained = measured.get("base", {}).get(sign), measured.get("trained", {}).get(sign)
         if base is not None and trained is not None:
             moved[f"logp/{sign}"] = [base, trained]

@@ -43,7 +43,7 @@ SENTENCES = [
     "How much do 3 notebooks and 2 pens cost in total?",
     "The total is 15.00. The price of a pen is 1.5 and a notebook costs 4.0.",
     "<|im_start|>user\nWhat is the weather like today?<|im_end|>\n",
-    "<|im_start|>assistant\n<tool_call>{\"name\": \"lookup\", \"arguments\": {\"item\": \"apple\"}}</tool_call><|im_end|>\n",
+    '<|im_start|>assistant\n<tool_call>{"name": "lookup", "arguments": {"item": "apple"}}</tool_call><|im_end|>\n',
     "<|im_start|>tool\n0.5<|im_end|>\n<|im_start|>system\nYou are a helpful assistant.<|im_end|>",
     "calculate expression 6 * 0.5 + 1 * 3.25 = 6.25 apples coffee stamps",
     "The quick brown fox jumps over the lazy dog, every evening, again and again.",

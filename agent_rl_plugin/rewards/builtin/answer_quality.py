@@ -89,7 +89,14 @@ def quality(
 ) -> dict[str, Any]:
     """The parts and the score of a text, as :class:`AnswerQuality` computes them."""
     if text is None or not text.strip():
-        return {"score": 0.0, "structure": 0.0, "depth": 0.0, "similarity": None, "has_reference": bool(refs), "empty": True}
+        return {
+            "score": 0.0,
+            "structure": 0.0,
+            "depth": 0.0,
+            "similarity": None,
+            "has_reference": bool(refs),
+            "empty": True,
+        }
     parts: dict[str, Any] = {**structure_parts(text), **depth_parts(text, min_words, max_words)}
     structure = parts["headings"] + parts["lists"] + parts["paragraphs"]
     depth = parts["examples"] + parts["reasoning"] + parts["specificity"] + parts["length"]
@@ -100,7 +107,14 @@ def quality(
     else:
         parts["similarity"] = None
         score = (structure + depth) / NO_REFERENCE_DIVISOR
-    return {"score": min(1.0, max(0.0, score)), "structure": structure, "depth": depth, **parts, "has_reference": bool(refs), "empty": False}
+    return {
+        "score": min(1.0, max(0.0, score)),
+        "structure": structure,
+        "depth": depth,
+        **parts,
+        "has_reference": bool(refs),
+        "empty": False,
+    }
 
 
 class AnswerQuality(RewardPlugin):
@@ -150,12 +164,20 @@ class AnswerQuality(RewardPlugin):
         check_choice(self.name, "similarity", similarity, ("token_f1", "difflib"))
         if not isinstance(reference_key, str) or not reference_key:
             raise ValueError(f"{self.name}: parameter reference_key must be a non-empty string")
-        super().__init__(weight=weight, min_words=int(min_words), max_words=int(max_words), similarity=similarity, reference_key=reference_key)
+        super().__init__(
+            weight=weight,
+            min_words=int(min_words),
+            max_words=int(max_words),
+            similarity=similarity,
+            reference_key=reference_key,
+        )
 
     def evaluate_text(self, text: str | None, refs: Sequence[str] = ()) -> dict[str, Any]:
         """The parts and score of ``text`` with this reward's parameters."""
         p = self.params
-        return quality(text, refs, min_words=p["min_words"], max_words=p["max_words"], similarity_method=p["similarity"])
+        return quality(
+            text, refs, min_words=p["min_words"], max_words=p["max_words"], similarity_method=p["similarity"]
+        )
 
     def score(self, rollout: Rollout) -> EvaluateResult:
         parts = self.evaluate_text(rollout.final_output, references(rollout, self.params["reference_key"]))

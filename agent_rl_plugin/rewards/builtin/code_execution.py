@@ -49,8 +49,11 @@ def find_tests(rollout: Rollout) -> str | None:
     string (or list of strings) of Python code containing an ``assert`` statement. A string or
     a list of strings (joined by newlines)."""
     truth = rollout.ground_truth
-    for value in (rollout.metadata.get("tests"), rollout.task_metadata.get("tests"),
-                  truth.get("tests") if isinstance(truth, dict) else None):
+    for value in (
+        rollout.metadata.get("tests"),
+        rollout.task_metadata.get("tests"),
+        truth.get("tests") if isinstance(truth, dict) else None,
+    ):
         code = _as_code(value)
         if code is not None:
             return code
@@ -62,8 +65,11 @@ def find_tests(rollout: Rollout) -> str | None:
 
 def _lookup(rollout: Rollout, key: str) -> Any:
     truth = rollout.ground_truth
-    for value in (rollout.metadata.get(key), rollout.task_metadata.get(key),
-                  truth.get(key) if isinstance(truth, dict) else None):
+    for value in (
+        rollout.metadata.get(key),
+        rollout.task_metadata.get(key),
+        truth.get(key) if isinstance(truth, dict) else None,
+    ):
         if value is not None:
             return value
     return None
@@ -211,12 +217,15 @@ class CodeExecution(RewardPlugin):
             "error_line": None,
         }
         if completed and stdout_match is not False:
-            reason = "code and tests ran without error (exit code 0)" if has_tests else "ran without error (exit code 0)"
+            reason = (
+                "code and tests ran without error (exit code 0)" if has_tests else "ran without error (exit code 0)"
+            )
             if stdout_match:
                 reason += "; stdout matches the expected output"
             return EvaluateResult(score=1.0, reason=reason, metrics=metrics)
-        return EvaluateResult(score=0.0, reason=self._failure(result, verdict.stdout, completed, code, tests, metrics),
-                              metrics=metrics)
+        return EvaluateResult(
+            score=0.0, reason=self._failure(result, verdict.stdout, completed, code, tests, metrics), metrics=metrics
+        )
 
     def _failure(self, result, stdout: str, completed: bool, code: str, tests: str | None, metrics: dict) -> str:
         """The reason of a 0.0 (sets ``metrics["error_line"]``)."""

@@ -69,5 +69,14 @@ def failing_line(stderr: str) -> tuple[str, int] | None:
     return where, int(number)
 
 
-__all__ = ["MARKER", "SOLUTION_FILE", "TESTS_FILE", "Verdict", "failing_line", "harness_program", "harness_stdin",
-           "new_nonce", "read_verdict"]
+__all__ = [
+    "MARKER",
+    "SOLUTION_FILE",
+    "TESTS_FILE",
+    "Verdict",
+    "failing_line",
+    "harness_program",
+    "harness_stdin",
+    "new_nonce",
+    "read_verdict",
+]

@@ -66,10 +66,17 @@ _TESTS = "tests.py"
 _MARKER = b"agent-rl-harness: tests passed"
 _PASSED = object()
 _FAILED = object()
-_DENIED = frozenset({
-    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
-    "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback",
-})
+_DENIED = frozenset(
+    {
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys._current_frames",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.monitoring.register_callback",
+    }
+)
 _PROC_MEMORY = _re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/(mem|map_files|pagemap)(/|$)")
 
 
@@ -174,8 +181,9 @@ class _Strict(_ast.NodeTransformer):
         self.generic_visit(node)
         if len(node.ops) == 1 and isinstance(node.ops[0], (_ast.Eq, _ast.In)):
             name = "__arl_same__" if isinstance(node.ops[0], _ast.Eq) else "__arl_in__"
-            call = _ast.Call(func=_ast.Name(id=name, ctx=_ast.Load()), args=[node.left, node.comparators[0]],
-                             keywords=[])
+            call = _ast.Call(
+                func=_ast.Name(id=name, ctx=_ast.Load()), args=[node.left, node.comparators[0]], keywords=[]
+            )
             return _ast.copy_location(call, node)
         return node
 
@@ -233,14 +241,15 @@ def _execute(code_src, tests, builtins_copy):
     tests_code, names = tests
     # the candidate's names, minus any that shadow a builtin (the tests get the real ones)
     namespace = {k: v for k, v in module.__dict__.items() if k not in builtins_copy or k.startswith("__")}
-    namespace.update(__name__="tests", __file__=_TESTS, __builtins__=builtins_copy,
-                     __arl_same__=_same, __arl_in__=_contains)
+    namespace.update(
+        __name__="tests", __file__=_TESTS, __builtins__=builtins_copy, __arl_same__=_same, __arl_in__=_contains
+    )
     exec(tests_code, namespace)
     functions = [(name, namespace.get(name)) for name in names]
     for name, function in functions:
         if not callable(function):
             raise _TestsFailed("test function %s disappeared before it ran" % name)
-    for name, function in functions:
+    for _name, function in functions:
         function()
 
 
@@ -310,8 +319,9 @@ def _main(code_src, tests_src):
         tests = None
     _sys.addaudithook(_guard)
     if not box:
-        worker = _threading.Thread(target=_run, args=(code_src, tests, builtins_copy, box), name="solution",
-                                   daemon=True)
+        worker = _threading.Thread(
+            target=_run, args=(code_src, tests, builtins_copy, box), name="solution", daemon=True
+        )
         _thread_start(worker)
         _thread_join(worker)  # the worker may have patched Thread.join before this line runs
     passed = len(box) == 1 and box[0] is _PASSED and _active_count() == 1

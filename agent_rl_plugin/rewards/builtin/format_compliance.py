@@ -22,8 +22,21 @@ _TYPES: dict[str, Any] = {
     "null": lambda v: v is None,
 }
 SUPPORTED_KEYWORDS = frozenset(
-    {"type", "properties", "required", "items", "enum", "minimum", "maximum", "minLength", "maxLength",
-     "additionalProperties", "title", "description", "$schema"}
+    {
+        "type",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "additionalProperties",
+        "title",
+        "description",
+        "$schema",
+    }
 )
 _FLAGS = {"i": re.I, "m": re.M, "s": re.S, "x": re.X}
 
@@ -46,7 +59,9 @@ def check_schema(schema: Any, path: str = "$") -> None:
         raise ValueError(f"schema at {path} must be an object, got {type(schema).__name__}")
     unknown = set(schema) - SUPPORTED_KEYWORDS
     if unknown:
-        raise ValueError(f"schema at {path} uses unsupported keywords {sorted(unknown)}; supported: {sorted(SUPPORTED_KEYWORDS)}")
+        raise ValueError(
+            f"schema at {path} uses unsupported keywords {sorted(unknown)}; supported: {sorted(SUPPORTED_KEYWORDS)}"
+        )
     types = schema.get("type", [])
     for name in [types] if isinstance(types, str) else types:
         if name not in _TYPES:
@@ -194,7 +209,9 @@ class FormatCompliance(RewardPlugin):
         kind = "pattern" if self._regex is not None else "json_schema"
         text = rollout.final_output
         if text is None or not text.strip():
-            return EvaluateResult(score=0.0, reason="no final answer to check", metrics={"check": kind, "passed": False})
+            return EvaluateResult(
+                score=0.0, reason="no final answer to check", metrics={"check": kind, "passed": False}
+            )
         problem = self.check(text)
         return EvaluateResult(
             score=0.0 if problem else 1.0,

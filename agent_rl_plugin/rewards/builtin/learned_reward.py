@@ -8,20 +8,29 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.base import RewardPlugin, ScoringContext
 from agent_rl_plugin.rewards.builtin._util import check_number
 from agent_rl_plugin.rewards.builtin.answer_quality import quality
 from agent_rl_plugin.rewards.builtin.tool_success import ToolSuccess
 from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout
-from agent_rl_plugin.errors import AgentRLError
 
 #: The ``where`` condition ``prepare`` loads training rollouts with.
 LABELLED_WHERE = "rollout_id in (select rollout_id from labels where label in ('good','bad'))"
 #: Feature names, in the model's column order (see :func:`features`).
 FEATURES = (
-    "n_steps", "n_llm_calls", "n_tool_calls", "tool_error_rate", "tool_empty_rate", "log_tokens",
-    "log_duration_s", "log_answer_chars", "emitted_reward_mean", "answer_structure", "answer_depth",
+    "n_steps",
+    "n_llm_calls",
+    "n_tool_calls",
+    "tool_error_rate",
+    "tool_empty_rate",
+    "log_tokens",
+    "log_duration_s",
+    "log_answer_chars",
+    "emitted_reward_mean",
+    "answer_structure",
+    "answer_depth",
     "status_error",
 )
 _TOOLS = ToolSuccess()
@@ -128,7 +137,7 @@ class LearnedReward(RewardPlugin):
     def fitted(self) -> bool:
         return self._weights is not None
 
-    def fit(self, rollouts: Sequence[Rollout], labels: Sequence[float | bool]) -> "LearnedReward":
+    def fit(self, rollouts: Sequence[Rollout], labels: Sequence[float | bool]) -> LearnedReward:
         """Fit on ``rollouts`` with ``labels`` (1/True = good, 0/False = bad); returns ``self``.
 
         Raises :class:`NotEnoughLabels` with fewer than ``min_labels`` rollouts or one class,
@@ -157,7 +166,9 @@ class LearnedReward(RewardPlugin):
         """Predicted probability of a good label for each rollout (needs a fitted model)."""
         if self._weights is None:
             raise NotEnoughLabels(self.why_unfitted)
-        x = (np.array([features(r) for r in rollouts], dtype=float).reshape(len(rollouts), len(FEATURES)) - self._mean) / self._std
+        x = (
+            np.array([features(r) for r in rollouts], dtype=float).reshape(len(rollouts), len(FEATURES)) - self._mean
+        ) / self._std
         return _sigmoid(self._weights[0] + x @ self._weights[1:])
 
     def coefficients(self) -> dict[str, float]:
@@ -168,7 +179,9 @@ class LearnedReward(RewardPlugin):
 
     def prepare(self, context: ScoringContext) -> None:
         rollouts = [
-            r for r in context.load_rollouts(where=LABELLED_WHERE) if r.label in ("good", "bad") and r.label_value is not None
+            r
+            for r in context.load_rollouts(where=LABELLED_WHERE)
+            if r.label in ("good", "bad") and r.label_value is not None
         ]
         try:
             self.fit(rollouts, [1.0 if (r.label_value or 0.0) >= 0.5 else 0.0 for r in rollouts])
@@ -190,5 +203,10 @@ class LearnedReward(RewardPlugin):
         return EvaluateResult(
             score=probability,
             reason=f"predicted probability of a good label {probability:.2f} (fitted on {self.n_train} labelled rollouts)",
-            metrics={"probability": probability, "n_train": self.n_train, "labelled": rollout.label in ("good", "bad"), **values},
+            metrics={
+                "probability": probability,
+                "n_train": self.n_train,
+                "labelled": rollout.label in ("good", "bad"),
+                **values,
+            },
         )

@@ -89,7 +89,9 @@ class KeywordJudge:
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
-        ref = re.search(rf"<{re.escape(self.reference_key)}>\n?(.*?)\n?</{re.escape(self.reference_key)}>", prompt, re.S)
+        ref = re.search(
+            rf"<{re.escape(self.reference_key)}>\n?(.*?)\n?</{re.escape(self.reference_key)}>", prompt, re.S
+        )
         if not ref:
             return "I cannot grade these answers without a reference answer."
         answers = re.findall(r'<answer(?: id="(\d+)")?>\n?(.*?)\n?</answer>', prompt, re.S)
@@ -152,7 +154,9 @@ class LLMJudge(RewardPlugin):
             raise ValueError(f"{self.name}: parameter rubric must be a non-empty string")
         self.mode = mode  # type: ignore[misc,assignment]  # per instance: the runner batches groups when "batch"
         self._judge = judge
-        super().__init__(weight=weight, judge=callable_name(judge), mode=mode, rubric=rubric, reference_key=reference_key)
+        super().__init__(
+            weight=weight, judge=callable_name(judge), mode=mode, rubric=rubric, reference_key=reference_key
+        )
 
     def _judge_for(self, rollout: Rollout) -> Judge | None:
         if self._judge is not None:
@@ -172,7 +176,9 @@ class LLMJudge(RewardPlugin):
             parts.append(f"<answer>\n{answers[0]}\n</answer>")
             ask = "Grade the answer. End with one line: Score: N/10, N an integer from 0 to 10."
         parts.append(f"Rubric: {self.params['rubric']}\n{ask}")
-        system = "You are a strict, impartial grader of answers to a task" + (", using the reference answer as the gold standard." if refs else ".")
+        system = "You are a strict, impartial grader of answers to a task" + (
+            ", using the reference answer as the gold standard." if refs else "."
+        )
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
 
     def _call(self, judge: Judge, messages: list[dict[str, str]]) -> str:
@@ -193,7 +199,9 @@ class LLMJudge(RewardPlugin):
             value = parse_score(reply)
         except (RuntimeError, ValueError) as exc:
             return EvaluateResult(error=str(exc))
-        return EvaluateResult(score=value, reason=reply.strip()[-300:], metrics={"judge_score": value * 10, "judge": callable_name(judge)})
+        return EvaluateResult(
+            score=value, reason=reply.strip()[-300:], metrics={"judge_score": value * 10, "judge": callable_name(judge)}
+        )
 
     def score_batch(self, rollouts: Sequence[Rollout]) -> list[float | EvaluateResult | dict[Any, Any] | None]:
         if self.mode != "batch" or len(rollouts) < 2:
@@ -211,7 +219,12 @@ class LLMJudge(RewardPlugin):
             EvaluateResult(
                 score=value,
                 reason=f"answer {i} of {len(rollouts)}; judge ranking: {ranking}",
-                metrics={"answer_id": i, "group_size": len(rollouts), "ranking": ranking, "judge": callable_name(judge)},
+                metrics={
+                    "answer_id": i,
+                    "group_size": len(rollouts),
+                    "ranking": ranking,
+                    "judge": callable_name(judge),
+                },
             )
             for i, value in enumerate(scores, 1)
         ]

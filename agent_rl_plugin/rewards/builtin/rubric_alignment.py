@@ -23,7 +23,9 @@ def _as_vector(value: Any, what: str) -> list[float]:
     out = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
-            raise ValueError(f"rubric_alignment: {what} rubric score must be a finite number (or a list of them), got {item!r}")
+            raise ValueError(
+                f"rubric_alignment: {what} rubric score must be a finite number (or a list of them), got {item!r}"
+            )
         out.append(float(item))
     return out
 
@@ -94,7 +96,9 @@ class RubricAlignment(RewardPlugin):
             return None
         g, t = _as_vector(generated, "generated"), _as_vector(truth, "ground-truth")
         if len(g) != len(t):
-            raise ValueError(f"rubric_alignment: generated ({len(g)}) and ground-truth ({len(t)}) rubric scores differ in length")
+            raise ValueError(
+                f"rubric_alignment: generated ({len(g)}) and ground-truth ({len(t)}) rubric scores differ in length"
+            )
         diffs = [a - b for a, b in zip(g, t)]
         distance = self.params["distance"]
         if distance == "squared":

@@ -11,7 +11,14 @@ from agent_rl_plugin.rewards.rollout import Rollout, Step
 
 #: Tool names (lower case) whose arguments are Python code.
 DEFAULT_TOOL_NAMES = (
-    "python", "execute_code", "run_python", "run_code", "python_repl", "code_interpreter", "exec_python", "ipython",
+    "python",
+    "execute_code",
+    "run_python",
+    "run_code",
+    "python_repl",
+    "code_interpreter",
+    "exec_python",
+    "ipython",
 )
 #: Argument keys holding the code, tried in order.
 DEFAULT_ARGUMENT_KEYS = ("code", "source", "script", "python", "program", "cell")
@@ -123,14 +130,24 @@ class SyntaxValid(RewardPlugin):
                 continue
             index, line, message = check_blocks(blocks)
             if index is None:
-                outputs.append(StepOutput(step_index=step.index, base_reward=1.0, reason=f"{step.name} code parses",
-                                          metrics={"tool": step.name}))
+                outputs.append(
+                    StepOutput(
+                        step_index=step.index,
+                        base_reward=1.0,
+                        reason=f"{step.name} code parses",
+                        metrics={"tool": step.name},
+                    )
+                )
             else:
                 where = f" at line {line}" if line is not None else ""
-                outputs.append(StepOutput(
-                    step_index=step.index, base_reward=0.0, reason=f"{step.name} code{where}: {message}",
-                    metrics={"tool": step.name, "error_line": line, "error": message},
-                ))
+                outputs.append(
+                    StepOutput(
+                        step_index=step.index,
+                        base_reward=0.0,
+                        reason=f"{step.name} code{where}: {message}",
+                        metrics={"tool": step.name, "error_line": line, "error": message},
+                    )
+                )
         return outputs
 
     def score(self, rollout: Rollout) -> EvaluateResult | None:
@@ -139,8 +156,12 @@ class SyntaxValid(RewardPlugin):
         if not blocks:
             if not steps:
                 return None
-            return EvaluateResult(score=None, reason=f"no Python code in the final answer; {len(steps)} code tool calls checked",
-                                  metrics={"n_blocks": 0, "n_tool_steps": len(steps)}, step_outputs=steps)
+            return EvaluateResult(
+                score=None,
+                reason=f"no Python code in the final answer; {len(steps)} code tool calls checked",
+                metrics={"n_blocks": 0, "n_tool_steps": len(steps)},
+                step_outputs=steps,
+            )
         index, line, message = check_blocks(blocks)
         n_valid = sum(parse_error(block.code) is None for block in blocks) if index is not None else len(blocks)
         metrics: dict[str, Any] = {"n_blocks": len(blocks), "n_valid": n_valid, "n_tool_steps": len(steps)}

@@ -102,7 +102,14 @@ class TaskCompletion(RewardPlugin):
                 self._extract = re.compile(extract, re.S)
             except (re.error, TypeError) as exc:
                 raise ValueError(f"{self.name}: invalid extract regular expression {extract!r}: {exc}") from None
-        super().__init__(weight=weight, mode=mode, rel_tol=float(rel_tol), abs_tol=float(abs_tol), extract=extract, answer_key=answer_key)
+        super().__init__(
+            weight=weight,
+            mode=mode,
+            rel_tol=float(rel_tol),
+            abs_tol=float(abs_tol),
+            extract=extract,
+            answer_key=answer_key,
+        )
 
     def acceptable(self, rollout: Rollout) -> list[Any]:
         """The acceptable answers (empty when the rollout has no usable ground truth)."""
@@ -148,7 +155,9 @@ class TaskCompletion(RewardPlugin):
             return None
         text = rollout.final_output
         if text is None or not text.strip():
-            return EvaluateResult(score=0.0, reason="no final answer", metrics={"matched": False, "n_acceptable": len(truths)})
+            return EvaluateResult(
+                score=0.0, reason="no final answer", metrics={"matched": False, "n_acceptable": len(truths)}
+            )
         answer = self.answer_text(text)
         mode = self.params["mode"]
         for truth in truths:
@@ -157,7 +166,12 @@ class TaskCompletion(RewardPlugin):
                 return EvaluateResult(
                     score=1.0,
                     reason=f"answer matches {as_text(truth)!r:.80} ({mode})",
-                    metrics={"matched": True, "mode": mode, "matched_answer": as_text(truth), "n_acceptable": len(truths)},
+                    metrics={
+                        "matched": True,
+                        "mode": mode,
+                        "matched_answer": as_text(truth),
+                        "n_acceptable": len(truths),
+                    },
                 )
         shown = ", ".join(repr(as_text(t))[:40] for t in truths[:3])
         return EvaluateResult(

@@ -67,7 +67,11 @@ class ToolSuccess(RewardPlugin):
         detect_error_results: bool = True,
         weight: float | None = None,
     ) -> None:
-        for param, value in (("success_reward", success_reward), ("error_reward", error_reward), ("empty_reward", empty_reward)):
+        for param, value in (
+            ("success_reward", success_reward),
+            ("error_reward", error_reward),
+            ("empty_reward", empty_reward),
+        ):
             check_number(self.name, param, value)
         if not isinstance(detect_error_results, bool):
             raise ValueError(f"{self.name}: parameter detect_error_results must be true or false")
@@ -95,17 +99,33 @@ class ToolSuccess(RewardPlugin):
         calls = rollout.tool_calls
         if not calls:
             return None
-        rewards = {"success": self.params["success_reward"], "error": self.params["error_reward"], "empty": self.params["empty_reward"]}
+        rewards = {
+            "success": self.params["success_reward"],
+            "error": self.params["error_reward"],
+            "empty": self.params["empty_reward"],
+        }
         counts = {"success": 0, "error": 0, "empty": 0}
         outputs = []
         for step in calls:
             outcome, why = self.classify(step)
             counts[outcome] += 1
-            outputs.append(StepOutput(step_index=step.index, base_reward=rewards[outcome], reason=why, metrics={"outcome": outcome, "tool": step.name}))
+            outputs.append(
+                StepOutput(
+                    step_index=step.index,
+                    base_reward=rewards[outcome],
+                    reason=why,
+                    metrics={"outcome": outcome, "tool": step.name},
+                )
+            )
         mean = sum(o.base_reward for o in outputs) / len(outputs)
         return EvaluateResult(
             score=mean,
             reason=f"{len(calls)} tool calls: {counts['success']} succeeded, {counts['error']} failed, {counts['empty']} empty",
-            metrics={"n_tool_calls": len(calls), "n_success": counts["success"], "n_error": counts["error"], "n_empty": counts["empty"]},
+            metrics={
+                "n_tool_calls": len(calls),
+                "n_success": counts["success"],
+                "n_error": counts["error"],
+                "n_empty": counts["empty"],
+            },
             step_outputs=outputs,
         )

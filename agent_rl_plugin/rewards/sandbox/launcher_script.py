@@ -11,10 +11,14 @@ Only the standard library; it must run on every interpreter the probe may pick (
 if __name__ != "__main__":
     raise ImportError("launcher_script is the sandbox child's program: the parent runs its text with -c")
 
-import sys, os, json
+import json
+import os
+import sys
+
 cfg = json.loads(sys.argv[1])
 status_fd = cfg["status_fd"]
 lifeline_fd = cfg["lifeline_fd"]
+
 
 def report(obj):
     try:
@@ -22,24 +26,43 @@ def report(obj):
     except OSError:
         pass
 
+
 def setup_failed(message):
     report({"setup_error": message})
     os._exit(121)
 
+
 try:
-    import builtins, errno, resource, select, signal, time, traceback, linecache, types
+    import builtins
+    import errno
+    import resource
+    import select
+    import signal
+    import time
+    import traceback
+    import types
+
     workdir = cfg["workdir"]
     uid, gid = cfg["uid"], cfg["gid"]
     with open(os.path.join(workdir, "main.py"), "rb") as f:
         source = f.read()
     import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     if cfg["mount"]:
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
         def mount(src, target, fstype, flags, data):
-            if libc.mount(src.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                          data.encode() if data else None) != 0:
+            if (
+                libc.mount(
+                    src.encode(),
+                    target.encode(),
+                    fstype.encode() if fstype else None,
+                    flags,
+                    data.encode() if data else None,
+                )
+                != 0
+            ):
                 err = ctypes.get_errno()
                 raise OSError(err, "mount %s: %s" % (target, os.strerror(err)))
 
@@ -62,7 +85,10 @@ try:
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
-        if (os.getuid(), os.geteuid(), os.getgid(), os.getegid()) != (uid, uid, gid, gid) or os.getgroups() not in ([], [gid]):
+        if (os.getuid(), os.geteuid(), os.getgid(), os.getegid()) != (uid, uid, gid, gid) or os.getgroups() not in (
+            [],
+            [gid],
+        ):
             setup_failed("could not drop privileges to %d:%d" % (uid, gid))
         try:
             os.setuid(0)
@@ -73,7 +99,16 @@ try:
     if cfg["drop_caps"]:
         # root of a user namespace (not root outside it): give up every capability for good
         SECBIT_NOROOT, SECBIT_NOROOT_LOCKED, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_SETUID_FIXUP_LOCKED = 1, 2, 4, 8
-        if libc.prctl(28, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED, 0, 0, 0) != 0:
+        if (
+            libc.prctl(
+                28,
+                SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED,
+                0,
+                0,
+                0,
+            )
+            != 0
+        ):
             setup_failed("prctl(PR_SET_SECUREBITS) failed: %s" % os.strerror(ctypes.get_errno()))
         for cap in range(64):
             if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:  # PR_CAPBSET_DROP
@@ -92,6 +127,7 @@ try:
     for name in [m for m in sys.modules if m in ("ctypes", "_ctypes") or m.startswith("ctypes.")]:
         del sys.modules[name]
     import gc
+
     gc.collect()
 except SystemExit:
     raise
@@ -102,6 +138,7 @@ try:
     child = os.fork()
 except OSError as exc:
     setup_failed("fork: %s" % exc)
+
 
 def children():
     me = os.getpid()
@@ -120,6 +157,7 @@ def children():
             except (OSError, IndexError):
                 pass
     return found
+
 
 def kill_descendants():
     """SIGKILL every process the code left, even in another session: as a subreaper the
@@ -145,6 +183,7 @@ def kill_descendants():
             pass
     except OSError:
         pass
+
 
 if child:
     # ---- the supervisor: waits for the user process (or the caller's death), reports ----
@@ -192,10 +231,12 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr")
 BLOCKED_MODULES = ("ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_xxsubinterpreters")
 
+
 def _deny(what, path=None):
     if path is None:
         raise PermissionError(errno.EACCES, "sandbox: %s is not allowed" % what)
     raise PermissionError(errno.EACCES, "sandbox: %s outside the working directory is not allowed" % what, path)
+
 
 def _outside(path, dir_fd=None):
     """The resolved path when it is outside the working directory, else None."""
@@ -223,20 +264,25 @@ def _outside(path, dir_fd=None):
         return None
     return full
 
+
 def _check(what, path, dir_fd=None):
     outside = _outside(path, dir_fd)
     if outside is not None:
         _deny(what, outside)
 
+
 def _on_open(args):
     path, mode, flags = args[0], args[1], args[2]
     writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-        isinstance(flags, int) and flags & WRITE_FLAGS)
+        isinstance(flags, int) and flags & WRITE_FLAGS
+    )
     if writing:
         _check("writing", path)
 
+
 def _dir_fd(args, index):
     return args[index] if len(args) > index else None
+
 
 def _on_kill(args):
     pid = args[0]
@@ -251,19 +297,24 @@ def _on_kill(args):
     if group != os.getpgrp():
         _deny("signalling a process outside the sandbox")
 
+
 def _on_killpg(args):
     if args[0] not in (0, os.getpgrp()):
         _deny("signalling a process group outside the sandbox")
+
 
 def _on_import(args):
     if args[0] in BLOCKED_MODULES:
         raise ImportError("sandbox: module %s is not available" % args[0])
 
+
 def _on_program(args):
     _deny("running other programs")
 
+
 def _on_network(args):
     _deny("network access")
+
 
 def _on_sqlite(args):
     database = args[0]
@@ -273,49 +324,67 @@ def _on_sqlite(args):
         _deny("opening a database by URI")
     _check("writing", database)
 
-HANDLERS = types.MappingProxyType({
-    "open": _on_open,
-    "os.chmod": lambda a: _check("chmod", a[0], _dir_fd(a, 2)),
-    "os.chown": lambda a: _check("chown", a[0], _dir_fd(a, 3)),
-    "os.chflags": lambda a: _check("chflags", a[0]),
-    "os.lchflags": lambda a: _check("chflags", a[0]),
-    "os.link": lambda a: _check("link", a[1], _dir_fd(a, 3)),
-    "os.mkdir": lambda a: _check("mkdir", a[0], _dir_fd(a, 2)),
-    "os.mkfifo": lambda a: _check("mkfifo", a[0], _dir_fd(a, 2)),
-    "os.mknod": lambda a: _check("mknod", a[0], _dir_fd(a, 3)),
-    "os.remove": lambda a: _check("remove", a[0], _dir_fd(a, 1)),
-    "os.rename": lambda a: (_check("rename", a[0], _dir_fd(a, 2)), _check("rename", a[1], _dir_fd(a, 3))),
-    "os.rmdir": lambda a: _check("rmdir", a[0], _dir_fd(a, 1)),
-    "os.symlink": lambda a: _check("symlink", a[1], _dir_fd(a, 2)),
-    "os.truncate": lambda a: _check("truncate", a[0]),
-    "os.utime": lambda a: _check("utime", a[0], _dir_fd(a, 3)),
-    "os.setxattr": lambda a: _check("setxattr", a[0]),
-    "os.removexattr": lambda a: _check("removexattr", a[0]),
-    "shutil.copyfile": lambda a: _check("copying", a[1]),
-    "shutil.copymode": lambda a: _check("copying", a[1]),
-    "shutil.copystat": lambda a: _check("copying", a[1]),
-    "shutil.copytree": lambda a: _check("copying", a[1]),
-    "shutil.move": lambda a: (_check("moving", a[0]), _check("moving", a[1])),
-    "shutil.chown": lambda a: _check("chown", a[0]),
-    "shutil.rmtree": lambda a: _check("rmtree", a[0], _dir_fd(a, 1)),
-    "shutil.make_archive": lambda a: _check("writing", a[0]),
-    "shutil.unpack_archive": lambda a: _check("writing", a[1] if a[1] is not None else "."),
-    "tempfile.mkstemp": lambda a: _check("writing", a[0]),
-    "tempfile.mkdtemp": lambda a: _check("writing", a[0]),
-    "sqlite3.connect": _on_sqlite,
-    "os.system": _on_program,
-    "os.exec": _on_program,
-    "os.posix_spawn": _on_program,
-    "os.spawn": _on_program,
-    "subprocess.Popen": _on_program,
-    "os.kill": _on_kill,
-    "os.killpg": _on_killpg,
-    "import": _on_import,
-    **({event: _on_network for event in (
-        "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-        "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo",
-    )} if cfg["block_network"] else {}),
-})
+
+HANDLERS = types.MappingProxyType(
+    {
+        "open": _on_open,
+        "os.chmod": lambda a: _check("chmod", a[0], _dir_fd(a, 2)),
+        "os.chown": lambda a: _check("chown", a[0], _dir_fd(a, 3)),
+        "os.chflags": lambda a: _check("chflags", a[0]),
+        "os.lchflags": lambda a: _check("chflags", a[0]),
+        "os.link": lambda a: _check("link", a[1], _dir_fd(a, 3)),
+        "os.mkdir": lambda a: _check("mkdir", a[0], _dir_fd(a, 2)),
+        "os.mkfifo": lambda a: _check("mkfifo", a[0], _dir_fd(a, 2)),
+        "os.mknod": lambda a: _check("mknod", a[0], _dir_fd(a, 3)),
+        "os.remove": lambda a: _check("remove", a[0], _dir_fd(a, 1)),
+        "os.rename": lambda a: (_check("rename", a[0], _dir_fd(a, 2)), _check("rename", a[1], _dir_fd(a, 3))),
+        "os.rmdir": lambda a: _check("rmdir", a[0], _dir_fd(a, 1)),
+        "os.symlink": lambda a: _check("symlink", a[1], _dir_fd(a, 2)),
+        "os.truncate": lambda a: _check("truncate", a[0]),
+        "os.utime": lambda a: _check("utime", a[0], _dir_fd(a, 3)),
+        "os.setxattr": lambda a: _check("setxattr", a[0]),
+        "os.removexattr": lambda a: _check("removexattr", a[0]),
+        "shutil.copyfile": lambda a: _check("copying", a[1]),
+        "shutil.copymode": lambda a: _check("copying", a[1]),
+        "shutil.copystat": lambda a: _check("copying", a[1]),
+        "shutil.copytree": lambda a: _check("copying", a[1]),
+        "shutil.move": lambda a: (_check("moving", a[0]), _check("moving", a[1])),
+        "shutil.chown": lambda a: _check("chown", a[0]),
+        "shutil.rmtree": lambda a: _check("rmtree", a[0], _dir_fd(a, 1)),
+        "shutil.make_archive": lambda a: _check("writing", a[0]),
+        "shutil.unpack_archive": lambda a: _check("writing", a[1] if a[1] is not None else "."),
+        "tempfile.mkstemp": lambda a: _check("writing", a[0]),
+        "tempfile.mkdtemp": lambda a: _check("writing", a[0]),
+        "sqlite3.connect": _on_sqlite,
+        "os.system": _on_program,
+        "os.exec": _on_program,
+        "os.posix_spawn": _on_program,
+        "os.spawn": _on_program,
+        "subprocess.Popen": _on_program,
+        "os.kill": _on_kill,
+        "os.killpg": _on_killpg,
+        "import": _on_import,
+        **(
+            {
+                event: _on_network
+                for event in (
+                    "socket.connect",
+                    "socket.bind",
+                    "socket.sendto",
+                    "socket.sendmsg",
+                    "socket.getaddrinfo",
+                    "socket.gethostbyname",
+                    "socket.gethostbyname_ex",
+                    "socket.gethostbyaddr",
+                    "socket.getnameinfo",
+                )
+            }
+            if cfg["block_network"]
+            else {}
+        ),
+    }
+)
+
 
 def _audit(event, args, _get=HANDLERS.get):
     handler = _get(event)
@@ -324,13 +393,17 @@ def _audit(event, args, _get=HANDLERS.get):
     elif event.startswith("ctypes."):
         _deny("ctypes")
 
-class _Quitter(object):
+
+class _Quitter:
     def __init__(self, name):
         self.name = name
+
     def __repr__(self):
         return "Use %s() or Ctrl-D (i.e. EOF) to exit" % self.name
+
     def __call__(self, code=None):
         raise SystemExit(code)
+
 
 builtins.exit = _Quitter("exit")
 builtins.quit = _Quitter("quit")

@@ -23,7 +23,7 @@ from importlib import resources
 
 from .isolation import _Runtime
 from .result import SandboxError, SandboxResult
-from .settings import MAX_OPEN_FILES, SCRATCH_DIRS, SCRATCH_MB, _GRACE_S, _REAP_S, _SYSTEM_PATH, _Limits
+from .settings import _GRACE_S, _REAP_S, _SYSTEM_PATH, MAX_OPEN_FILES, SCRATCH_DIRS, SCRATCH_MB, _Limits
 from .streams import _Capped, _Reader
 from .workdirs import _WORKDIR_PREFIX, _workdir_base
 

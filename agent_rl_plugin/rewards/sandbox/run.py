@@ -47,13 +47,19 @@ def run_python(
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
-    for name, value in (("timeout_s", timeout_s), ("memory_mb", memory_mb), ("max_processes", max_processes),
-                        ("max_file_mb", max_file_mb), ("max_disk_mb", max_disk_mb),
-                        ("max_output_bytes", max_output_bytes)):
+    for name, value in (
+        ("timeout_s", timeout_s),
+        ("memory_mb", memory_mb),
+        ("max_processes", max_processes),
+        ("max_file_mb", max_file_mb),
+        ("max_disk_mb", max_disk_mb),
+        ("max_output_bytes", max_output_bytes),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"run_python: {name} must be a positive number, got {value!r}")
-    if cpu_s is not None and (isinstance(cpu_s, bool) or not isinstance(cpu_s, (int, float))
-                              or not math.isfinite(cpu_s) or cpu_s <= 0):
+    if cpu_s is not None and (
+        isinstance(cpu_s, bool) or not isinstance(cpu_s, (int, float)) or not math.isfinite(cpu_s) or cpu_s <= 0
+    ):
         raise ValueError(f"run_python: cpu_s must be a positive number or None, got {cpu_s!r}")
     if network_mechanism not in ("auto", "netns", "audit-hook"):
         raise ValueError(f"run_python: network_mechanism must be auto, netns or audit-hook, got {network_mechanism!r}")

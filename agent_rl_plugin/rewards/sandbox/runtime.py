@@ -68,10 +68,22 @@ def _runtime(python: str | None) -> _Runtime:
             for candidate in _python_candidates(python):
                 runtime = _Runtime(candidate, unshare if namespaces else None, namespaces, uid, gid)
                 try:
-                    result = _execute(runtime, _PROBE, _Limits(timeout_s=30.0, cpu_s=30, memory_mb=256,
-                                                               max_processes=64, max_file_mb=1,
-                                                               max_disk_mb=8, max_output_bytes=4096),
-                                      isolate_network=True, audit_network=True, stdin=None)
+                    result = _execute(
+                        runtime,
+                        _PROBE,
+                        _Limits(
+                            timeout_s=30.0,
+                            cpu_s=30,
+                            memory_mb=256,
+                            max_processes=64,
+                            max_file_mb=1,
+                            max_disk_mb=8,
+                            max_output_bytes=4096,
+                        ),
+                        isolate_network=True,
+                        audit_network=True,
+                        stdin=None,
+                    )
                 except SandboxError as exc:
                     failures.append(f"{candidate} {'+'.join(namespaces) or 'no namespaces'}: {exc}")
                     continue
@@ -79,9 +91,7 @@ def _runtime(python: str | None) -> _Runtime:
                     _RUNTIMES[python] = runtime
                     sweep_stale_workdirs()
                     return runtime
-                failures.append(
-                    f"{candidate} {'+'.join(namespaces) or 'no namespaces'}: {result.reason}"
-                )
+                failures.append(f"{candidate} {'+'.join(namespaces) or 'no namespaces'}: {result.reason}")
         who = f"uid {uid}" if root else "this user"
         message = (
             f"no Python interpreter can run sandboxed code as {who} (set AGENT_RL_SANDBOX_PYTHON to one whose "

@@ -34,4 +34,3 @@ class _Limits:
     max_file_mb: int
     max_disk_mb: int
     max_output_bytes: int
-

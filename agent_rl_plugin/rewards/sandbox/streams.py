@@ -25,7 +25,7 @@ class _Capped:
         if len(self.head) < self.limit:
             take = data[: self.limit - len(self.head)]
             self.head += take
-            data = data[len(take):]
+            data = data[len(take) :]
         if data:
             self.tail += data
             if len(self.tail) > self.limit:
@@ -40,7 +40,7 @@ class _Capped:
             return self.head.decode("utf-8", "replace")
         half = self.limit // 2
         head = bytes(self.head[:half])
-        tail = bytes((self.head + self.tail)[-(self.limit - half):])
+        tail = bytes((self.head + self.tail)[-(self.limit - half) :])
         cut = self.total - len(head) - len(tail)
         return head.decode("utf-8", "replace") + f"\n[... {cut} bytes cut ...]\n" + tail.decode("utf-8", "replace")
 

@@ -50,8 +50,11 @@ def sweep_stale_workdirs(min_age_s: float = STALE_AFTER_S) -> int:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age_s
-                    or info.st_uid not in (os.geteuid(), SANDBOX_UID)):
+            if (
+                not stat.S_ISDIR(info.st_mode)
+                or now - info.st_mtime < min_age_s
+                or info.st_uid not in (os.geteuid(), SANDBOX_UID)
+            ):
                 continue
             try:
                 fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
