@@ -8,8 +8,6 @@ import sys
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from agent_rl_plugin.store.arrow_columns import column, table
 from agent_rl_plugin.store.rows import REWARD_SCHEMA, rewards_to_table
@@ -31,16 +29,6 @@ def test_columns_equal_what_pyarrow_array_builds(values, arrow_type):
     assert built.equals(pa.array(values, type=arrow_type))
     assert built.null_count == values.count(None)
     built.validate(full=True)
-
-
-_TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"]))  # no lone surrogates
-
-
-@given(st.lists(st.one_of(st.none(), _TEXT)), st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))))
-@settings(max_examples=200, deadline=None)
-def test_any_text_and_int64_round_trip(texts, ints):
-    assert column(texts, pa.string()).to_pylist() == texts
-    assert column(ints, pa.int64()).to_pylist() == ints
 
 
 @pytest.mark.parametrize(
