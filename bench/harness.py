@@ -42,6 +42,8 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
      "<= 1.25x a bare OTel span"),
     ("ingest", "bench.store_ingest", "finished OTel spans/s converted and committed to DuckDB by our exporter",
      ">= 100k spans/s, >= 3x JSON files, >= 50x INSERT per span"),
+    ("startup", "bench.startup", "import + configure() + one decorated call + flush(), fresh interpreter",
+     "no CLI/pandas/torch loaded, <= 100 MB over bare OTel"),
     ("spool", "bench.spool", "spool segment write per span (agents never hold the file), merge, reader opens",
      "<= 10 us/span, merge of 100 segments <= 2 s"),
     ("receiver", "bench.receiver", "spans/s from 4 processes through OTLP/HTTP into agent-rl serve, zero loss",
