@@ -14,11 +14,17 @@ columns take a fast path (Arrow's own null mask and hash encoding).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 _FLOAT_TYPES = ("halffloat", "float", "double")
+
+
+class RowLabels(Protocol):
+    """What names row ``i`` in error messages as ``labels[i]``: a sequence, or a lazy lookup."""
+
+    def __getitem__(self, row: int, /) -> Any: ...
 
 
 def _is_arrow(values: Any) -> bool:
@@ -36,7 +42,7 @@ def _first_null(array: Any) -> int:
     return int(np.flatnonzero(np.asarray(array.is_null()))[0])
 
 
-def _describe(labels: Sequence[Any] | None, row: int) -> str:
+def _describe(labels: RowLabels | None, row: int) -> str:
     return f"row {row}" + (f" ({labels[row]})" if labels is not None else "")
 
 
@@ -60,7 +66,7 @@ def _first_appearance_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     return codes, int(starts.size)
 
 
-def factorize(values: Any, what: str, labels: Sequence[Any] | None = None) -> tuple[np.ndarray, int]:
+def factorize(values: Any, what: str, labels: RowLabels | None = None) -> tuple[np.ndarray, int]:
     """Integer codes (``int64``, first-appearance order) for ``values`` and how many distinct
     values there are. ``None``/null raises ``ValueError`` naming the first such row (``labels``
     adds a description of that row, e.g. its rollout id); so does a float NaN."""
@@ -93,7 +99,7 @@ def factorize(values: Any, what: str, labels: Sequence[Any] | None = None) -> tu
     return codes, len(index)
 
 
-def finite_floats(values: Any, what: str, labels: Sequence[Any] | None = None) -> np.ndarray:
+def finite_floats(values: Any, what: str, labels: RowLabels | None = None) -> np.ndarray:
     """``values`` as a 1-D float64 array; null (``None``), NaN or infinite values raise
     ``ValueError`` naming the first bad row."""
     seq: Sequence[Any] | None = None
@@ -129,7 +135,7 @@ def finite_floats(values: Any, what: str, labels: Sequence[Any] | None = None) -
     return out
 
 
-def integer_column(values: Any, what: str, labels: Sequence[Any] | None = None) -> np.ndarray:
+def integer_column(values: Any, what: str, labels: RowLabels | None = None) -> np.ndarray:
     """``values`` as int64; nulls and non-integral numbers raise ``ValueError`` naming the row."""
     floats = finite_floats(values, what, labels)
     ints = floats.astype(np.int64)

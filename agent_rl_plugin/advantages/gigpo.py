@@ -209,7 +209,7 @@ def compute_gigpo(
     traj_group[traj] = group
     if "episode_reward" in table:
         per_row = finite_floats(table["episode_reward"], "episode_reward", labels)
-        traj_reward = np.zeros(n_traj)
+        traj_reward: np.ndarray = np.zeros(n_traj)  # float64 in both branches (bincount with weights)
         traj_reward[traj] = per_row
         differs = np.flatnonzero(per_row != traj_reward[traj])
         if differs.size:

@@ -208,7 +208,8 @@ class Conversations:
 
 
 def _reasons(k: np.ndarray) -> np.ndarray:
-    return np.where(k < 0, NO_ASSISTANT, np.where(k == 0, STARTS_WITH_ASSISTANT, None))
+    # None gives an object array; numpy's stubs leave None out of ArrayLike
+    return np.where(k < 0, NO_ASSISTANT, np.where(k == 0, STARTS_WITH_ASSISTANT, None))  # type: ignore[call-overload]
 
 
 def from_llm_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) -> Conversations:
@@ -220,7 +221,7 @@ def from_llm_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) 
         last = last.filter(has_input)
     last, repaired = _repair(connection, last)
     k = first_assistant(last.column("base"), last.column("out"))
-    source = np.where(k <= 0, None, np.where(repaired, "repaired", "llm"))
+    source = np.where(k <= 0, None, np.where(repaired, "repaired", "llm"))  # type: ignore[call-overload]  # None: see _reasons
     return Conversations(last.select(["rollout_id", "base", "out"]), k, source, _reasons(k))
 
 
@@ -282,7 +283,7 @@ def conversations(connection: duckdb.DuckDBPyConnection, selected: str, everythi
         -2,
     )
     io_reason = np.array(io.column("drop_reason").to_pylist(), dtype=object)
-    io_source = np.where(io_k >= 0, "io", None)
+    io_source = np.where(io_k >= 0, "io", None)  # type: ignore[call-overload]  # None: see _reasons
     table = pa.concat_tables([llm.table, io_table.cast(llm.table.schema)])
     return Conversations(
         table,

@@ -128,7 +128,7 @@ def synthesize_store(
     from agent_rl_plugin.store import connect_writer
 
     own = not isinstance(db, duckdb.DuckDBPyConnection)
-    connection = connect_writer(os.fspath(db)) if own else db
+    connection = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_writer(os.fspath(db))
     try:
         connection.execute(f"INSERT INTO spans {_sql(rollouts, llm_calls, group_size, n_tasks)}")
         if rewards:
@@ -166,7 +166,7 @@ def write_rollout(
         ids["agent_rl.task.id"] = task_id
     if group_id is not None:
         ids["agent_rl.group.id"] = group_id
-    root = {
+    root: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "agent_rl.span.kind": "agent",
         "agent_rl.rollout.root": True,
@@ -176,9 +176,16 @@ def write_rollout(
         root["agent_rl.input"] = json.dumps(agent_input)
     if agent_output is not None:
         root["agent_rl.output"] = json.dumps(agent_output)
-    rows = [("invoke_agent agent", None, "invoke_agent", "agent", True, root)]
+    rows: list[tuple[str, str | None, str, str, bool, dict[str, Any]]] = [
+        ("invoke_agent agent", None, "invoke_agent", "agent", True, root)
+    ]
     for i, (inp, out) in enumerate(llm_calls):
-        attributes = {"gen_ai.operation.name": "chat", "agent_rl.span.kind": "llm", "gen_ai.request.model": "m", **ids}
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "agent_rl.span.kind": "llm",
+            "gen_ai.request.model": "m",
+            **ids,
+        }
         for key, value in (("gen_ai.input.messages", inp), ("gen_ai.output.messages", out)):
             if value is not None:
                 attributes[key] = value if isinstance(value, str) else json.dumps(value)

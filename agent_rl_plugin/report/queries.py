@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from types import SimpleNamespace
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -224,12 +224,12 @@ def combined(connection: duckdb.DuckDBPyConnection, sel: str) -> list[dict[str, 
     return rows
 
 
-def task_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def task_stats(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per task: rollouts, rewarded rollouts, mean/std/min/max combined reward, error rollouts."""
     return _grouped(rows, "task_id")
 
 
-def group_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def group_stats(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per GRPO group: task, rollouts, combined reward mean/std/min/max and spread (max - min)."""
     stats = _grouped([r for r in rows if r.get("group_id") is not None], "group_id")
     tasks: dict[str, set] = {}
@@ -242,15 +242,15 @@ def group_stats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return stats
 
 
-def _grouped(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    groups: dict[Any, list[dict[str, Any]]] = {}
+def _grouped(rows: Iterable[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(row.get(key), []).append(row)
     out = []
     for value, members in groups.items():
         rewards = [float(m["reward"]) for m in members if m.get("reward") is not None]
         mean = sum(rewards) / len(rewards) if rewards else None
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else None
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if mean is not None else None
         out.append(
             {
                 key: value,

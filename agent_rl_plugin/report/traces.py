@@ -68,7 +68,9 @@ def _tool_calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = call
         calls.append((str(function.get("name", "?")), function.get("arguments")))
     for part in message.get("parts") or []:
         if isinstance(part, dict) and part.get("type") == "tool_call":
@@ -175,7 +177,7 @@ class TraceRenderer:
 
     def tree(self) -> str:
         by_id = {s["span_id"]: {**s, "children": []} for s in self.spans}
-        roots = []
+        roots: list[dict[str, Any]] = []
         for span in by_id.values():
             parent = by_id.get(span.get("parent_span_id")) if span.get("parent_span_id") else None
             (parent["children"] if parent else roots).append(span)

@@ -16,13 +16,18 @@ from agent_rl_plugin import semconv as sc
 
 
 class CoordinationEvent(Protocol):
-    """What the metrics read from an event."""
+    """What the metrics read from an event (read-only: a ``Step`` computes them)."""
 
-    event_type: str | None
-    round: int | None
-    agent_id: str | None
-    target: str | None
-    index: int
+    @property
+    def event_type(self) -> str | None: ...
+    @property
+    def round(self) -> int | None: ...
+    @property
+    def agent_id(self) -> str | None: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def index(self) -> int: ...
 
 
 E = TypeVar("E", bound=CoordinationEvent)

@@ -154,7 +154,7 @@ class RewardEngine:
 
     def binary_labels(
         self,
-        values: Sequence[float],
+        values: Sequence[float] | np.ndarray,
         method: str = "threshold",
         threshold: float = 0.5,
         quantile: float = 0.5,

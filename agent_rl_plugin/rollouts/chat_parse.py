@@ -117,7 +117,9 @@ def _tool_calls(message: dict[str, Any], where: str) -> list[tuple[str | None, s
     for number, call in enumerate(calls, start=1):
         if not isinstance(call, dict):
             raise ValueError(f"{where}: tool call {number} is not an object")
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = call
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{where}: tool call {number} has no function name")
@@ -153,7 +155,8 @@ def _steps(messages: list[Any], model: str) -> list[LlmStep | ToolStep]:
             if message.get("content") is None and not calls:
                 raise ValueError(f"{where}: an assistant message needs content or tool_calls")
             input_tokens, output_tokens = _tokens(message)
-            turn_model = message.get("model") if isinstance(message.get("model"), str) else model
+            line_model = message.get("model")
+            turn_model = line_model if isinstance(line_model, str) else model
             steps.append(LlmStep(index, turn_model, list(messages[:index]), dict(message), input_tokens, output_tokens))
             pending.extend(calls)
         elif role in ("tool", "function"):
@@ -232,7 +235,8 @@ def parse_chat(obj: Any, line: int, task_key: str | None = None) -> ChatLine:
     if task_id is None:
         task_id = "chat-" + content_hash(context)[:12]
     last = next(step for step in reversed(steps) if isinstance(step, LlmStep))
-    agent = body.get("agent") if isinstance(body.get("agent"), str) and body.get("agent") else DEFAULT_AGENT
+    raw_agent = body.get("agent")
+    agent = raw_agent if isinstance(raw_agent, str) and raw_agent else DEFAULT_AGENT
     return ChatLine(
         line=line,
         messages=messages,

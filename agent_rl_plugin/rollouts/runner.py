@@ -189,9 +189,10 @@ async def _run_one(
             task_id=job.row.task_id, group_id=job.group_id, metadata=job.metadata, rollout_id=job.rollout_id
         ):
             root = current_recording_span()  # the rollout span (None when recording is off)
-            capture = root is not None and capture_content()
-            if capture:
-                set_attributes(root, {ROLLOUT_INPUT: to_json_text(argument)})
+            # the span to record the agent's input and output on, when content is captured
+            capture = root if root is not None and capture_content() else None
+            if capture is not None:
+                set_attributes(capture, {ROLLOUT_INPUT: to_json_text(argument)})
             if kind == "async":
                 job_future: asyncio.Future[Any] = asyncio.ensure_future(call_async(agent_fn, argument))
             else:
@@ -201,8 +202,8 @@ async def _run_one(
             except RolloutTimeout as exc:
                 status = "timeout"
                 raise TimeoutError(str(exc)) from None  # recorded on the rollout span as TimeoutError
-            if capture:
-                set_attributes(root, {ROLLOUT_OUTPUT: to_json_text(output)})
+            if capture is not None:
+                set_attributes(capture, {ROLLOUT_OUTPUT: to_json_text(output)})
     except asyncio.CancelledError:
         raise
     except (Exception, SystemExit) as exc:  # the agent failed: record it, go on with the others

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,7 +95,7 @@ def task_from_object(obj: Any, line: int, csv_cells: bool = False) -> TaskRow:
     return TaskRow(str(task_id).strip(), prompt, ground_truth, {**extra, **metadata}, line)
 
 
-def parse_tasks_file(path: str | Path) -> tuple[list[TaskRow], list[BadLine]]:
+def parse_tasks_file(path: str | os.PathLike[str]) -> tuple[list[TaskRow], list[BadLine]]:
     """The tasks of a ``.jsonl``/``.json``/``.csv`` file, and its bad lines (see the module
     contract). Raises :class:`TaskFileError` when the file cannot be read as a whole."""
     file = Path(path)
@@ -177,9 +178,11 @@ def write_tasks(path: str, tasks: list[TaskRow]) -> tuple[int, int]:
     connection = connect_writer(path)
     try:
         with arrow_transaction(connection, {"_arl_new_tasks": table}):
-            replaced = connection.execute(
+            counted = connection.execute(
                 "SELECT count(*) FROM tasks WHERE task_id IN (SELECT task_id FROM _arl_new_tasks)"
-            ).fetchone()[0]
+            ).fetchone()
+            assert counted is not None  # count(*) always gives one row
+            replaced = counted[0]
             connection.execute(
                 "INSERT OR REPLACE INTO tasks (task_id, prompt, ground_truth, metadata, imported_at) "
                 "SELECT task_id, prompt, ground_truth, metadata, imported_at FROM _arl_new_tasks"

@@ -225,7 +225,7 @@ def coerce_value(name: str, value: Any, tp: Any) -> Any:
     raise TrainConfigError(f"{name}: expected {_type_name(tp)}, got {value!r}")
 
 
-def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[str | None, dict[str, Any]]:
+def _collect(data: Mapping[str, Any], method: str | None, path: str) -> tuple[str, dict[str, Any]]:
     """``(method, values)`` merged from the top level, ``train`` and the method's table."""
     data = {_key(k): v for k, v in data.items()}
     file_method = data.pop("method", None)

@@ -59,6 +59,8 @@ def train_kto(
     if not isinstance(config, KTOTrainConfig):
         raise TypeError(f"config must be a KTOTrainConfig, got {type(config).__name__}")
     profile = hardware or apply_hardware_profile(config)
+    if config.batch_size is None:  # hardware= given, but the profile was not applied to this config
+        raise TrainConfigError("batch_size not set: call apply_hardware_profile(config) first")
     if config.batch_size <= 1:  # a config mutated after construction
         raise TrainConfigError(
             f"batch_size must be > 1 for KTO (got {config.batch_size}): KTO estimates its KL term by "
@@ -178,6 +180,7 @@ def implicit_reward_accuracy(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    model: Any  # a transformers model, or a PeftModel wrapping one
     if isinstance(model_path_or_model, (str, os.PathLike)):
         model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path_or_model))
         if tokenizer is None:

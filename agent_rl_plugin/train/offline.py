@@ -300,7 +300,7 @@ def train_offline_grpo(
     output = trainer.train(resume_from_checkpoint=resume)
     adapter_path = save_adapter(trainer, config.output_dir)
     metrics, history = summarize_run(trainer, output)
-    stats = dict(built.stats)
+    stats: dict[str, Any] = dict(built.stats)  # counts, plus the "logprobs" measurements
     if config.measure_examples:
         stats["logprobs"] = measure_logprobs(trainer.model, built.examples, config.measure_examples)
     return TrainResult(

@@ -168,7 +168,7 @@ def build_examples(
             f"every advantage is 0 ({len(rows)} completions): nothing to learn. Advantages are 0 when every "
             "completion of a group got the same reward; log more varied rollouts or use another reward"
         )
-    examples = []
+    examples: list[dict[str, list]] = []
     for row in kept:
         tokens = tokenize_completion(
             tokenizer, row["prompt"], row["completion"], max_length=max_length, train_tool_tokens=train_tool_tokens
@@ -225,7 +225,7 @@ class OfflineCollator:
         import torch
         from trl.trainer.utils import pad
 
-        def stacked(key: str, dtype: Any, value: float) -> Any:
+        def stacked(key: str, dtype: Any, value: int) -> Any:
             return pad(
                 [torch.tensor(f[key], dtype=dtype) for f in features],
                 padding_value=value,
@@ -242,8 +242,8 @@ class OfflineCollator:
                 pad_to_multiple_of=self.pad_to_multiple_of,
             ),
             "loss_mask": stacked("loss_mask", torch.long, 0),
-            "advantages": stacked("advantages", torch.float32, 0.0),
-            "old_logprobs": stacked("old_logprobs", torch.float32, 0.0),
+            "advantages": stacked("advantages", torch.float32, 0),
+            "old_logprobs": stacked("old_logprobs", torch.float32, 0),
             "old_mask": stacked("old_mask", torch.long, 0),
         }
 

@@ -104,8 +104,8 @@ def _completion_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     messages = _messages(value, "assistant")
-    texts = [m.get("content") for m in messages if m.get("role", "assistant") == "assistant"]
-    texts = [t if isinstance(t, str) else (text_of(t) or "") for t in texts if t is not None]
+    contents = [m.get("content") for m in messages if m.get("role", "assistant") == "assistant"]
+    texts = [t if isinstance(t, str) else (text_of(t) or "") for t in contents if t is not None]
     return "".join(texts) if texts else (text_of(messages) or "")
 
 
@@ -233,7 +233,11 @@ class PluginRewardFunction:
         with progress:
             seen = 0
             while state["done"] < len(units):
-                progress.wait_for(lambda seen=seen: state["done"] > seen, timeout=self.timeout_s)
+
+                def advanced(seen: int = seen) -> bool:
+                    return state["done"] > seen
+
+                progress.wait_for(advanced, timeout=self.timeout_s)
                 if state["done"] == seen:  # no unit finished within the timeout
                     state["cancelled"] = True
                     break

@@ -17,7 +17,7 @@ to learn in a few seconds (see ``docs``/FACTS).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -101,7 +101,7 @@ def build_tiny_model(
     path.mkdir(parents=True, exist_ok=True)
     sentences = list(SENTENCES) + list(vocab_texts or [])
     tokenizer = build_tokenizer(path, sentences)
-    extra = {} if initializer_range is None else {"initializer_range": initializer_range}
+    extra: dict[str, Any] = {} if initializer_range is None else {"initializer_range": initializer_range}
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,

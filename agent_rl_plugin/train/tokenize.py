@@ -137,7 +137,7 @@ def conversation_spans(
         if assistant or train_tool_tokens:
             head = _render(tokenizer, prompt + completion[:k], generation=True) if assistant else before
             span: Span | None = None
-            if aligned and head is not None and after.startswith(head):
+            if aligned and after is not None and head is not None and after.startswith(head):
                 start, end = len(head), len(after.rstrip()) if assistant else len(after)
                 if end > start:
                     span = (start, end, assistant)
@@ -148,7 +148,7 @@ def conversation_spans(
             else:
                 spans.append(span)
                 cursor = span[1]
-        if aligned:
+        if aligned and after is not None:
             cursor = max(cursor, len(after))
         before = after
     return full, spans, unaligned

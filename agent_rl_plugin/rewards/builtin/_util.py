@@ -70,12 +70,12 @@ def references(rollout: Rollout, key: str = "reference") -> list[str]:
     truths of other shapes (dicts, e.g. test cases) are not references."""
     for value in (rollout.ground_truth, rollout.metadata.get(key), rollout.task_metadata.get(key)):
         items = value if isinstance(value, (list, tuple)) else [value]
-        texts = [
+        candidates = [
             as_text(item)
             for item in items
             if isinstance(item, str) or (isinstance(item, (int, float)) and not isinstance(item, bool))
         ]
-        texts = [t for t in texts if t and t.strip()]
+        texts = [t for t in candidates if t and t.strip()]
         if texts:
             return texts
     return []

@@ -76,8 +76,8 @@ try:
         if uid is not None:
             options += ",uid=%d,gid=%d" % (uid, gid)
         mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, options)
-        with open(os.path.join(workdir, "main.py"), "wb") as f:
-            f.write(source)
+        with open(os.path.join(workdir, "main.py"), "wb") as out:
+            out.write(source)
         if uid is not None:
             os.chown(os.path.join(workdir, "main.py"), uid, gid)
     os.chdir(workdir)
@@ -191,7 +191,7 @@ if child:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     try:
-        pidfd = os.pidfd_open(child)
+        pidfd = os.pidfd_open(child)  # type: int | None
     except (AttributeError, OSError):
         pidfd = None
     while True:
@@ -405,11 +405,12 @@ class _Quitter:
         raise SystemExit(code)
 
 
-builtins.exit = _Quitter("exit")
-builtins.quit = _Quitter("quit")
+# -S: site's Quitter is not there; typeshed types these as site's class, ours stands in for it
+builtins.exit = _Quitter("exit")  # type: ignore[assignment]
+builtins.quit = _Quitter("quit")  # type: ignore[assignment]
 main = types.ModuleType("__main__")
 main.__file__ = MAIN
-main.__builtins__ = builtins
+main.__builtins__ = builtins  # type: ignore[attr-defined]  # read by exec from the globals; not in ModuleType's stub
 sys.modules["__main__"] = main
 sys.argv = [MAIN]
 sys.path.insert(0, WORK)
@@ -428,5 +429,6 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
+    assert exc.__traceback__ is not None  # caught here: it holds at least this frame
     traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
     sys.exit(1)

@@ -135,6 +135,7 @@ def _execute(
             stdin_file = open(stdin_path, "rb")
             os.unlink(stdin_path)  # only the open file is left: the code cannot reopen (and re-read) it
         if runtime.uid is not None and not mount:
+            assert runtime.gid is not None  # the probe sets uid and gid together
             os.chown(workdir, runtime.uid, runtime.gid)
         status_r, status_w = os.pipe()
         life_r, life_w = os.pipe()
@@ -187,6 +188,7 @@ def _execute(
         fds.remove(life_r)
 
         out, err, status = _Capped(limits.max_output_bytes), _Capped(limits.max_output_bytes), bytearray()
+        assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
         reader = _Reader({proc.stdout.fileno(): out, proc.stderr.fileno(): err}, status_r, status)
         try:
             timed_out = reader.read_until(start + limits.timeout_s)
