@@ -90,7 +90,7 @@ def agent_rl_transform_attributes(attributes: dict[str, Any], span_name: str, co
 
 
 @hookspec
-def agent_rl_redaction_patterns() -> list[str]:
+def agent_rl_redaction_patterns() -> list[str]:  # type: ignore[empty-body]  # a spec: pluggy never calls it
     """Return regular expressions of secrets to mask, in addition to the configured ones.
 
     Collected when :func:`agent_rl_plugin.configure` runs (and when ``agent-rl serve`` starts),

@@ -31,10 +31,11 @@ import logging
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -94,7 +95,7 @@ class AgentRLSpanProcessor(SpanProcessor):
         attrs = current_rollout_attributes()
         if attrs:
             try:
-                if span.attributes.get(semconv.ROLLOUT_ID) == attrs[semconv.ROLLOUT_ID]:
+                if (span.attributes or {}).get(semconv.ROLLOUT_ID) == attrs[semconv.ROLLOUT_ID]:
                     return  # our own spans carry the ids already
                 span.set_attributes(attrs)
             except Exception:  # never break span creation
@@ -131,7 +132,7 @@ def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
     have stored them (``BoundedAttributes._set_items``), skipping the per-value validation
     when every key and value is already valid and within the span's limits."""
     try:
-        bounded = span._attributes  # noqa: SLF001
+        bounded = cast(BoundedAttributes, span._attributes)  # noqa: SLF001
         store = bounded._dict  # noqa: SLF001
         limit = bounded.max_value_len
         clean = bounded.maxlen is None or len(store) + len(attributes) <= bounded.maxlen
@@ -280,7 +281,7 @@ def _apply(config: RLConfig) -> None:
 def _provider_for(config: RLConfig) -> TracerProvider:
     current = trace.get_tracer_provider()
     if hasattr(current, "add_span_processor"):
-        return current  # the user's provider: add to it, never replace it
+        return cast(TracerProvider, current)  # the user's provider: add to it, never replace it
     provider = TracerProvider(
         resource=Resource.create({"service.name": config.service_name}),
         id_generator=PrivateIdGenerator(),  # ids unaffected by random.seed() in the user's code
@@ -288,7 +289,7 @@ def _provider_for(config: RLConfig) -> TracerProvider:
     trace.set_tracer_provider(provider)
     actual = trace.get_tracer_provider()
     # set_tracer_provider refuses to override a provider set concurrently; use whichever won.
-    return actual if hasattr(actual, "add_span_processor") else provider
+    return cast(TracerProvider, actual) if hasattr(actual, "add_span_processor") else provider
 
 
 def _collect_exporters(config: RLConfig) -> dict[str, SpanExporter]:
@@ -299,8 +300,7 @@ def _collect_exporters(config: RLConfig) -> dict[str, SpanExporter]:
             raise ValueError(f"agent-rl: two exporters registered under the name {name!r}")
         exporters[name] = exporter
 
-    pm = get_plugin_manager()
-    pm.hook.agent_rl_register_exporters(register=register, config=config)
+    get_plugin_manager().hook.agent_rl_register_exporters(register=register, config=config)
     return exporters
 
 

@@ -163,7 +163,7 @@ def build_command(
         write_dataset(table, out)
         make_private(out)
     except (DatasetError, UserError) as exc:
-        fail(escape(str(exc)), escape(exc.hint) if getattr(exc, "hint", None) else None)
+        fail(escape(str(exc)), escape(exc.hint) if exc.hint else None)
     except StoreError as exc:
         message, _, hint = str(exc).partition(" Fix: ")
         fail(escape(message), escape(hint) if hint else None)

@@ -136,7 +136,8 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
         return "" if not pair else f"{pair[0]:.2f} -> {pair[1]:.2f}"
 
     for run in training:
-        title = TRAINING_TITLES.get(run.get("method"), run.get("method"))
+        method = run.get("method")
+        title = TRAINING_TITLES.get(method, method) if method is not None else None
         if "skipped" in run:
             rows.append([title, "skipped: " + run["skipped"], "", "", "", ""])
             continue

@@ -215,10 +215,10 @@ def label_command(
                 say("Nothing to label: every rollout" + (" matching --where" if where else "") + " has a label.")
             for number, rollout_id in enumerate(queue, start=1):
                 show_for_review(path, rollout_id, f"{number}/{len(queue)}")
-                label = _ask()
-                if label is None:
+                answer = _ask()
+                if answer is None:
                     break
-                written += write_labels(path, [(rollout_id, label)], who, note)
+                written += write_labels(path, [(rollout_id, answer)], who, note)
         report = score_human_labels(path, [r["rollout_id"] for r in written])
     except (UserError, ScoringError) as exc:
         fail_plain(str(exc), getattr(exc, "hint", None))

@@ -100,7 +100,7 @@ def run(
             disable=json_output,
         ) as progress:
             bar = progress.add_task("rollouts", total=total, failed=0)
-            failed = Counter()
+            failed: Counter[str] = Counter()
 
             def advance(done: int, total: int, outcome: Any) -> None:
                 failed["n"] += not outcome.ok

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -62,7 +62,7 @@ def serve(
     db: str = DbOption,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback by default)."),
     port: int = typer.Option(4318, "--port", help="Port (4318 is OTLP/HTTP's; 0 picks a free one)."),
-    token: str = typer.Option(
+    token: Optional[str] = typer.Option(
         None,
         "--token",
         help="Require 'Authorization: Bearer TOKEN' (default: $AGENT_RL_SERVE_TOKEN).",

@@ -118,7 +118,7 @@ def load_spans(path: str, rollout_id: str) -> list[dict[str, Any]]:
 def build_tree(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Nest spans under their parents (spans whose parent is not stored become roots)."""
     by_id = {s["span_id"]: {**s, "children": []} for s in spans}
-    roots = []
+    roots: list[dict[str, Any]] = []
     for span in by_id.values():
         parent = by_id.get(span["parent_span_id"]) if span["parent_span_id"] else None
         (parent["children"] if parent else roots).append(span)
@@ -160,7 +160,8 @@ def _last_message_text(messages_json: Any) -> str:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    nested = call.get("function")
+    function = nested if isinstance(nested, dict) else call
     arguments = function.get("arguments")
     return f"{function.get('name', '?')}({_snippet(arguments, 60) if arguments is not None else ''})"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Literal, overload
 
 from rich.markup import escape
 
@@ -106,6 +106,10 @@ def build_config(method: str, config_file: str | None, settings: dict[str, Any])
     return config
 
 
+@overload
+def source_db(db: str | None, needed: Literal[True]) -> str: ...
+@overload
+def source_db(db: str | None, needed: bool) -> str | None: ...
 def source_db(db: str | None, needed: bool) -> str | None:
     """The database path when the data comes from the store; it must exist."""
     if not needed:

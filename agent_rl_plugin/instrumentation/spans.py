@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -28,6 +28,10 @@ from opentelemetry.trace import Span, Status, StatusCode
 from agent_rl_plugin import tracing
 from agent_rl_plugin.semconv import CANCELLED, ERROR_TYPE
 from agent_rl_plugin.serialize import to_json, to_json_attribute, truncate
+
+if TYPE_CHECKING:
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.trace import Span as SDKSpan
 
 logger = logging.getLogger("agent_rl_plugin.instrumentation")
 
@@ -169,7 +173,8 @@ def _set_clean(span: Span, items: dict[str, Any]) -> bool:
     Returns False, having done nothing, for anything else (the caller then uses the API)."""
     if _SDK is None or type(span) is not _SDK[0] or not items:
         return False
-    bounded = span._attributes  # noqa: SLF001
+    sdk_span = cast("SDKSpan", span)  # its type was checked just above
+    bounded = cast("BoundedAttributes", sdk_span._attributes)  # noqa: SLF001  # its type is checked below
     if (
         type(bounded) is not _SDK[1]
         or bounded.maxlen is not None
@@ -184,8 +189,8 @@ def _set_clean(span: Span, items: dict[str, Any]) -> bool:
             return False
         if limit is not None and type(value) is str and len(value) > limit:
             return False
-    with span._lock:  # noqa: SLF001
-        if span._end_time is not None or bounded._immutable:  # noqa: SLF001
+    with sdk_span._lock:  # noqa: SLF001
+        if sdk_span._end_time is not None or bounded._immutable:  # noqa: SLF001
             return False  # the API logs "Setting attribute on ended span."
         with bounded._lock:  # noqa: SLF001
             store = bounded._dict  # noqa: SLF001

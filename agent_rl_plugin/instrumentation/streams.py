@@ -30,7 +30,7 @@ def _outcome_of(exc: BaseException) -> str:
 
 
 class _ProxyBase:
-    __slots__ = ()
+    __slots__ = _PROXY_SLOTS
 
     _inner: Any
     _record: CallRecord | None
@@ -52,7 +52,7 @@ class _ProxyBase:
 class GeneratorProxy(_ProxyBase, Generator):  # type: ignore[misc]
     """A traced generator: see the module docstring."""
 
-    __slots__ = ("_inner", "_record", "__weakref__")
+    __slots__ = ("__weakref__",)
 
     def __init__(self, inner: Generator[Any, Any, Any], record: CallRecord) -> None:
         self._inner = inner
@@ -130,7 +130,7 @@ class GeneratorProxy(_ProxyBase, Generator):  # type: ignore[misc]
 class AsyncGeneratorProxy(_ProxyBase, AsyncGenerator):  # type: ignore[misc]
     """A traced async generator: see the module docstring."""
 
-    __slots__ = ("_inner", "_record", "__weakref__")
+    __slots__ = ("__weakref__",)
 
     def __init__(self, inner: AsyncGenerator[Any, Any], record: CallRecord) -> None:
         self._inner = inner

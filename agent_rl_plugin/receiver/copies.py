@@ -42,6 +42,7 @@ def content_key(cursor: duckdb.DuckDBPyConnection) -> Hashable:
     if not quoted:
         return ()
     counts = cursor.execute("SELECT " + ", ".join(f"(SELECT count(*) FROM {q})" for q in quoted)).fetchone()
+    assert counts is not None  # a SELECT without FROM returns one row
     return tuple(zip(quoted, counts))
 
 

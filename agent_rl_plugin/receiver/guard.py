@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from agent_rl_plugin.receiver.client import is_loopback
+
+if TYPE_CHECKING:
+    from email.message import Message
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -68,7 +71,7 @@ class HostPolicy:
         """True when the name ``host`` (no port) may be addressed."""
         return self.wildcard or is_loopback(host) or host.lower() in self.names
 
-    def refusal(self, headers: Mapping[str, str]) -> str | None:
+    def refusal(self, headers: Mapping[str, str] | Message) -> str | None:
         """Why a request with these headers is refused (403), or ``None`` when it may proceed."""
         host = headers.get("Host")
         if host is not None and not self.host_allowed(_host_part(host)):

@@ -58,7 +58,7 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 
@@ -104,6 +104,14 @@ BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
     b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY
 )
+
+
+class _QueryLimits(TypedDict):
+    """The limits :meth:`Receiver.query` passes to ``run_locked``."""
+
+    timeout_s: float
+    max_rows: int
+    max_bytes: int
 
 
 class ReceiverConfigError(AgentRLError, ValueError):
@@ -406,7 +414,11 @@ class Receiver:
         self.token = secrets.token_urlsafe(32) if explicit is None else explicit
         self.host_policy = HostPolicy(host, allowed_hosts)
         self.max_connections = max_connections
-        self.query_limits = {"timeout_s": query_timeout_s, "max_rows": query_max_rows, "max_bytes": query_max_bytes}
+        self.query_limits: _QueryLimits = {
+            "timeout_s": query_timeout_s,
+            "max_rows": query_max_rows,
+            "max_bytes": query_max_bytes,
+        }
         self.query_memory_limit = query_memory_limit
         self.max_body_bytes = max_body_bytes
         self.announce = announce

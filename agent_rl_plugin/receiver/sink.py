@@ -158,7 +158,9 @@ class SpanSink:
         Raises :class:`~agent_rl_plugin.store.errors.StoreError` (e.g. ``StoreLockedError``)."""
         self._opening = True
         try:
-            self.writer.reader_cursor(60.0).close()
+            cursor = self.writer.reader_cursor(60.0)
+            assert cursor is not None  # only a spool writer has no connection
+            cursor.close()
         finally:
             self._opening = False
 
@@ -190,7 +192,9 @@ class SpanSink:
 
     def cursor(self, timeout_s: float = 30.0) -> duckdb.DuckDBPyConnection:
         """A cursor on the writer's connection after a flush (close it when done)."""
-        return self.writer.reader_cursor(timeout_s)
+        cursor = self.writer.reader_cursor(timeout_s)
+        assert cursor is not None  # only a spool writer has no connection
+        return cursor
 
     def written(self) -> dict[str, Any]:
         """The writer's counters: ``spans_written``, ``spans_dropped``, ``batches_written``, ..."""

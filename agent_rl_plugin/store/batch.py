@@ -187,7 +187,9 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
         connection.execute("BEGIN TRANSACTION")
         try:
             if spans.num_rows:
-                inserted = int(connection.execute(INSERT_SPANS_SQL, [now]).fetchone()[0])
+                row = connection.execute(INSERT_SPANS_SQL, [now]).fetchone()
+                assert row is not None  # an INSERT returns one row: its count
+                inserted = int(row[0])
             if has_rewards:
                 connection.execute(INSERT_REWARDS_SQL, [now])
             connection.execute("COMMIT")

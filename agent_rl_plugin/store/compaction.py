@@ -98,9 +98,9 @@ def _insert(
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
     with arrow_transaction(connection, {}):
         if rows is None:
-            inserted = connection.execute(
+            row = connection.execute(
                 insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]
-            ).fetchone()[0]
+            ).fetchone()
             if rewards_files:
                 connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files])
             connection.execute(
@@ -113,17 +113,18 @@ def _insert(
             source = (
                 f"(SELECT * FROM {segment_source()} ORDER BY file_row_number LIMIT {int(count)} OFFSET {int(offset)})"
             )
-            inserted = connection.execute(
+            row = connection.execute(
                 insert_spans_sql(source, SEGMENT_TIME_SQL, SEGMENT_ORDER), [spans_files]
-            ).fetchone()[0]
-    return int(inserted)
+            ).fetchone()
+        assert row is not None  # an INSERT returns one row: its count
+    return int(row[0])
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment]) -> int:
     """Span rows in ``segments`` (from the Parquet footers)."""
-    return int(
-        connection.execute("SELECT count(*) FROM read_parquet(?)", [[s.spans_path for s in segments]]).fetchone()[0]
-    )
+    row = connection.execute("SELECT count(*) FROM read_parquet(?)", [[s.spans_path for s in segments]]).fetchone()
+    assert row is not None  # count(*) returns one row
+    return int(row[0])
 
 
 def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment, result: MergeResult) -> int:

@@ -246,7 +246,7 @@ def _statement_reads_only(statement: duckdb.Statement) -> bool:
             return False
     if kind == duckdb.StatementType.PRAGMA:
         match = _PRAGMA_NAME.match(text)
-        return bool(match) and match.group(1).lower() in _READ_PRAGMAS
+        return match is not None and match.group(1).lower() in _READ_PRAGMAS
     return False
 
 
@@ -308,11 +308,12 @@ def parse_tree(sql: str) -> dict | None:
                 },
             )
         try:
-            text = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+            row = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
         except duckdb.Error:
             return None
+    assert row is not None  # a SELECT without FROM returns one row
     try:
-        tree = json.loads(text)
+        tree = json.loads(row[0])
     except ValueError:
         return None
     if not isinstance(tree, dict) or tree.get("error"):

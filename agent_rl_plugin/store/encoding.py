@@ -17,11 +17,12 @@ import json
 import math
 import re
 from json.encoder import encode_basestring
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.serialize import safe_repr, truncate
 
+c_make_encoder: Callable[..., Any] | None
 try:  # the C accelerator of the json module (CPython has it)
     from _json import make_encoder as c_make_encoder
 except ImportError:  # pragma: no cover

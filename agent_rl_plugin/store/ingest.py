@@ -154,14 +154,18 @@ def ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: Ing
     names = ", ".join(f'"{c}"' for c in columns)
     connection.execute("BEGIN TRANSACTION")
     try:
-        total = connection.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+        row = connection.execute(f"SELECT count(*) FROM {source}").fetchone()
+        assert row is not None  # count(*) returns one row
+        total = row[0]
         connection.execute(
             f"CREATE OR REPLACE TEMP TABLE _agent_rl_ingest_new AS SELECT {select} FROM {source} AS b "
             "WHERE NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id) "
             "QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id) = 1",
             [_now()],
         )
-        inserted = connection.execute(f"INSERT INTO spans ({names}) SELECT * FROM _agent_rl_ingest_new").fetchone()[0]
+        row = connection.execute(f"INSERT INTO spans ({names}) SELECT * FROM _agent_rl_ingest_new").fetchone()
+        assert row is not None  # an INSERT returns one row: its count
+        inserted = row[0]
         rewards = _rewards_from_events(connection)
         n_rewards = 0
         if rewards is not None:
@@ -215,7 +219,8 @@ def _rewards_from_events(connection: duckdb.DuckDBPyConnection) -> pa.Table | No
             continue
         for position, event in enumerate(events if isinstance(events, list) else []):
             if isinstance(event, dict) and event.get("name") == sc.EVENT_EVALUATION_RESULT:
-                attrs = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
+                raw = event.get("attributes")
+                attrs = raw if isinstance(raw, dict) else {}
                 rewards.append(
                     SpanConverter._reward(attrs, event.get("time"), trace_id, span_id, position, rollout_id or trace_id)
                 )

@@ -62,7 +62,9 @@ def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.Pa
     todo, _ = split_readable([s for s in segments if s.name not in done])
     if not todo:
         return 0
-    catalog = _quoted(connection.execute("SELECT current_database()").fetchone()[0])
+    row = connection.execute("SELECT current_database()").fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    catalog = _quoted(row[0])
     spans = f"read_parquet({_sql_list([s.spans_path for s in todo])}, filename = true)"
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {catalog}.main.spans "

@@ -242,7 +242,7 @@ class SpanConverter:
 
     @staticmethod
     def _reward(
-        attrs: Mapping[str, Any], time_ns: int, trace_hex: str, span_hex: str, position: int, rollout_id: str
+        attrs: Mapping[str, Any], time_ns: int | None, trace_hex: str, span_hex: str, position: int, rollout_id: str
     ) -> dict[str, Any]:
         return {
             "reward_id": str(uuid.uuid5(REWARD_NAMESPACE, f"{trace_hex}:{span_hex}:{position}")),
@@ -450,9 +450,9 @@ def _fields(span: ReadableSpan) -> tuple[Any, ...]:
         attrs = span._attributes
         attrs = dict(attrs._dict) if isinstance(attrs, BoundedAttributes) else dict(attrs or {})
         events = span._events
-        events = events._dq if isinstance(events, BoundedList) else (events or ())
+        events = events._dq if isinstance(events, BoundedList) else (events or ())  # type: ignore[attr-defined]  # _dq: private, not in the SDK's stub
         links = span._links
-        links = links._dq if isinstance(links, BoundedList) else (links or ())
+        links = links._dq if isinstance(links, BoundedList) else (links or ())  # type: ignore[attr-defined]  # as above
         return (
             span._context,
             span._parent,

@@ -416,7 +416,9 @@ def copy_database(cursor: duckdb.DuckDBPyConnection, dest: str, *, close: bool =
     0600; returns ``dest``. Closes ``cursor`` when ``close``."""
     alias = "copy_" + os.urandom(8).hex()
     try:
-        source = cursor.execute("SELECT current_database()").fetchone()[0]
+        row = cursor.execute("SELECT current_database()").fetchone()
+        assert row is not None  # a SELECT without FROM returns one row
+        source = row[0]
         cursor.execute(f"ATTACH '{dest.replace(chr(39), chr(39) * 2)}' AS {alias}")
         try:
             cursor.execute(f'COPY FROM DATABASE "{source}" TO {alias}')

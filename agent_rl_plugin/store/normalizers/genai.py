@@ -91,9 +91,9 @@ def flattened_messages(
             message["tool_calls"] = calls
         if node.get("tool_call_id") is not None:
             message["tool_call_id"] = as_text(node["tool_call_id"])
-        reason = node.get("finish_reason")
+        reason = as_text(node.get("finish_reason"))
         if reason is not None:
-            finish_reasons.append(as_text(reason))
+            finish_reasons.append(reason)
         messages.append(message)
     return messages, finish_reasons
 
