@@ -12,6 +12,8 @@ The public API, re-exported here and nowhere else::
         plan("...")
         arl.emit_reward(1.0, name="user_feedback")
 
+    arl.score("agent_rl.duckdb")            # reward plugins over the stored rollouts
+
 Names are imported on first access, so ``import agent_rl_plugin.store`` (or the CLI) does not
 pay for the instrumentation layer and vice versa.
 
@@ -44,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "trace_agent": "agent_rl_plugin.instrumentation",
     "trace_tool": "agent_rl_plugin.instrumentation",
     "uninstrument": "agent_rl_plugin.instrumentation",
+    "score": "agent_rl_plugin.rewards",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -79,4 +82,5 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         trace_tool,
         uninstrument,
     )
+    from agent_rl_plugin.rewards import score
     from agent_rl_plugin.tracing import configure, flush, shutdown

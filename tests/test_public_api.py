@@ -10,7 +10,7 @@ import agent_rl_plugin.instrumentation  # noqa: F401 - importing the subpackage 
 PUBLIC = [
     "configure", "trace_agent", "trace_tool", "RLAgentMixin", "RLOrchestratorMixin", "instrument",
     "uninstrument", "rollout", "current_rollout", "emit_reward", "record_llm_call", "record_tool_call",
-    "record_event", "flush", "shutdown", "hookimpl", "RLConfig",
+    "record_event", "flush", "shutdown", "hookimpl", "RLConfig", "score",
 ]
 
 

@@ -35,10 +35,10 @@ from agent_rl_plugin.data.sql import (
     system_text_sql,
     with_system_sql,
 )
-from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS
+from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LOGPROBS
 
 #: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
-LOGPROBS_ATTRIBUTE = "agent_rl.logprobs"
+LOGPROBS_ATTRIBUTE = LOGPROBS
 NO_ADVANTAGE = "no advantage for this step"
 STEP_COLUMNS = ("prompt", "completion", "advantage", "old_logprobs")
 EXTRA_COLUMNS = ("rollout_id", "group_id", "task_id", "step_index", "state_key")

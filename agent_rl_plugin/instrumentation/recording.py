@@ -11,6 +11,12 @@ Contract:
   rollout, or to a zero-length ``reward {name}`` span (rollout given by id, or no current span).
 * Content (messages, arguments, results, reasoning, event content) is only stored when
   ``capture_content`` is on; every value goes through :mod:`agent_rl_plugin.serialize`.
+* ``record_llm_call`` also records what training needs of the call: the GiGPO ``state_key``
+  (``agent_rl.state.key``), the behaviour log-probs of the sampled tokens (``agent_rl.logprobs``,
+  read as the step dataset's ``old_logprobs``) and their token ids (``agent_rl.token_ids``, only
+  with ``capture_content``: they spell the output). Both lists are stored as OTel sequence
+  attributes, never cut to the attribute size limit. An invalid one is logged (once per kind of
+  problem) and left out; the rest of the call is recorded.
 * With recording off (``enable_rl=False``, or inside a call of an ``enable_rl=False``
   instance) they do nothing. None of them raises, except ``emit_reward`` on bad input (a value
   that is not a finite number, a bad ``step``, no rollout to reward).
@@ -22,7 +28,7 @@ import math
 import numbers
 import time
 from datetime import UTC, datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanContext
@@ -69,6 +75,7 @@ from agent_rl_plugin.semconv import (
     GEN_AI_TOOL_NAME,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
+    LOGPROBS,
     OP_CHAT,
     OP_EXECUTE_TOOL,
     REASONING,
@@ -80,7 +87,9 @@ from agent_rl_plugin.semconv import (
     SPAN_KIND_LLM,
     SPAN_KIND_REWARD,
     SPAN_KIND_TOOL,
+    STATE_KEY,
     STEP_INDEX,
+    TOKEN_IDS,
 )
 from agent_rl_plugin.serialize import safe_repr, to_attribute_value
 
@@ -154,6 +163,67 @@ def _output_messages(output: Any, tool_calls: Sequence[Any] | None) -> list[Any]
     return messages
 
 
+class _InvalidTrainingData(ValueError):
+    """A ``state_key``, ``logprobs`` or ``token_ids`` that record_llm_call leaves out."""
+
+
+def _as_list(value: Any, name: str) -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise _InvalidTrainingData(f"{name} must be a sequence, got {type(value).__name__}")
+    return list(value.tolist() if hasattr(value, "tolist") else value)  # numpy arrays, tensors
+
+
+def _check_state_key(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _InvalidTrainingData(f"state_key must be a str, got {type(value).__name__} {safe_repr(value):.40}")
+    return value
+
+
+def _check_logprobs(value: Any) -> tuple[float, ...]:
+    items = _as_list(value, "logprobs")
+    for i, item in enumerate(items):
+        if isinstance(item, bool) or not isinstance(item, numbers.Real) or not math.isfinite(item):
+            raise _InvalidTrainingData(f"logprobs[{i}] is {safe_repr(item):.40}, not a finite number")
+    return tuple(float(item) for item in items)
+
+
+def _check_token_ids(value: Any) -> tuple[int, ...]:
+    items = _as_list(value, "token_ids")
+    for i, item in enumerate(items):
+        if isinstance(item, bool) or not isinstance(item, numbers.Integral) or item < 0:
+            raise _InvalidTrainingData(f"token_ids[{i}] is {safe_repr(item):.40}, not a token id (an int >= 0)")
+    return tuple(int(item) for item in items)
+
+
+def _training_attributes(state_key: Any, logprobs: Any, token_ids: Any) -> dict[str, Any]:
+    """The valid ones of ``state_key``, ``logprobs`` and ``token_ids`` as span attributes; each
+    invalid one (or both lists, when their lengths differ) is logged and left out."""
+    attrs: dict[str, Any] = {}
+    checks: list[tuple[str, Any, Callable[[Any], Any]]] = [
+        (STATE_KEY, state_key, _check_state_key),
+        (LOGPROBS, logprobs, _check_logprobs),
+        (TOKEN_IDS, token_ids, _check_token_ids),
+    ]
+    for key, value, check in checks:
+        if value is None:
+            continue
+        try:
+            attrs[key] = check(value)
+        except _InvalidTrainingData:
+            log_failure(f"record_llm_call({key.rsplit('.', 1)[-1]}=...)")
+    if LOGPROBS in attrs and TOKEN_IDS in attrs and len(attrs[LOGPROBS]) != len(attrs[TOKEN_IDS]):
+        try:
+            raise _InvalidTrainingData(
+                f"{len(attrs[LOGPROBS])} logprobs for {len(attrs[TOKEN_IDS])} token_ids: both left out"
+            )
+        except _InvalidTrainingData:
+            log_failure("record_llm_call(logprobs=..., token_ids=...)")
+        del attrs[LOGPROBS], attrs[TOKEN_IDS]
+    if TOKEN_IDS in attrs and not capture_content():
+        del attrs[TOKEN_IDS]
+    return attrs
+
+
 def record_llm_call(
     model: str,
     input_messages: Any = None,
@@ -170,12 +240,28 @@ def record_llm_call(
     duration_s: float | None = None,
     error: BaseException | str | None = None,
     agent_id: str | None = None,
+    state_key: str | None = None,
+    logprobs: Sequence[float] | None = None,
+    token_ids: Sequence[int] | None = None,
     **attributes: Any,
 ) -> SpanContext | None:
     """Record one LLM call made outside a traced client, as a finished ``chat {model}`` span.
 
     ``agent_id``: the agent that made the call (``gen_ai.agent.id``), for multi-agent systems
     whose agents share one rollout.
+
+    For training on the call (GiGPO step datasets, offline GRPO):
+
+    * ``state_key``: the GiGPO state key of this step (``agent_rl.state.key``): steps of one
+      group with the same key are compared with each other. A recorded key always wins over
+      the ``agent_rl_state_key`` hook.
+    * ``logprobs``: the behaviour policy's log-prob of each sampled output token, in order
+      (``agent_rl.logprobs``; the step dataset's ``old_logprobs``). Finite numbers.
+    * ``token_ids``: the sampled output token ids (``agent_rl.token_ids``; ints >= 0, as many
+      as ``logprobs`` when both are given). Stored only when content is captured.
+
+    Any sequence works (a list, a tuple, a numpy array). An invalid value is logged once and
+    left out (both lists, when their lengths differ); it never raises into the agent.
 
     ``input_messages``: a list of messages, or a str (one user message). ``output``: a str (one
     assistant message, ``tool_calls`` added to it), a message dict or a list of messages.
@@ -212,6 +298,7 @@ def record_llm_call(
         for key, value in attributes.items():
             if value is not None:
                 attrs[key] = to_attribute_value(value, size)
+        attrs.update(_training_attributes(state_key, logprobs, token_ids))
         start_ns, end_ns = _times(start_time, end_time, duration_s)
         return _finished_span(f"{OP_CHAT} {model}", attrs, start_ns, end_ns, error)
     except Exception:

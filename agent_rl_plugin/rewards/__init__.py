@@ -8,23 +8,43 @@ Public API::
     def short_answer(rollout: Rollout) -> float:
         return 1.0 if len(rollout.final_output or "") < 200 else 0.0
 
-See ``docs/authoring-rewards.md``.
+Scoring from Python, with a reward defined in the script itself::
+
+    from agent_rl_plugin.rewards import register, score
+
+    register(short_answer)                      # as if a plugin named "script" registered it
+    report = score("agent_rl.duckdb", rewards=["short_answer"])
+    assert report.ok, report.failures()
+
+See ``docs/authoring-rewards.md`` and ``docs/scoring.md``.
 """
 
 from agent_rl_plugin.rewards.base import FunctionReward, RewardPlugin, ScoringContext, reward
+from agent_rl_plugin.rewards.registration import register, unregister
+from agent_rl_plugin.rewards.registry import DuplicateRewardError, RewardRegistrationError
 from agent_rl_plugin.rewards.result import EvaluateResult, RewardContractError, StepOutput, coerce_result
 from agent_rl_plugin.rewards.rollout import Rollout, Step, load_rollouts
+from agent_rl_plugin.rewards.runner import RewardStats, ScoreReport, ScoringError, UnknownRewardError, score
 
 __all__ = [
+    "DuplicateRewardError",
     "EvaluateResult",
     "FunctionReward",
     "RewardContractError",
     "RewardPlugin",
-    "ScoringContext",
+    "RewardRegistrationError",
+    "RewardStats",
     "Rollout",
+    "ScoreReport",
+    "ScoringContext",
+    "ScoringError",
     "Step",
     "StepOutput",
+    "UnknownRewardError",
     "coerce_result",
     "load_rollouts",
+    "register",
     "reward",
+    "score",
+    "unregister",
 ]

@@ -114,6 +114,13 @@ def _build(obj: Any, config: RLConfig, plugin_name: str) -> RewardPlugin:
             f"plugin {plugin_name!r} registered {obj!r:.80}, which is not a reward: pass a RewardPlugin "
             "instance or a function decorated with agent_rl_plugin.rewards.reward"
         )
+    check_reward(obj, plugin_name)
+    return obj
+
+
+def check_reward(obj: RewardPlugin | type[RewardPlugin], plugin_name: str) -> None:
+    """Raise :class:`RewardRegistrationError` unless ``obj`` (a reward or a reward class) has a
+    name and a known ``mode`` and ``source``."""
     name = obj.name
     if not isinstance(name, str) or not name.strip():
         raise RewardRegistrationError(f"plugin {plugin_name!r} registered a reward without a name ({obj!r:.80})")
@@ -125,7 +132,6 @@ def _build(obj: Any, config: RLConfig, plugin_name: str) -> RewardPlugin:
         raise RewardRegistrationError(
             f"plugin {plugin_name!r}: reward {name!r} has source {obj.source!r}, not one of {_SOURCES}"
         )
-    return obj
 
 
 def collect_registered_rewards(

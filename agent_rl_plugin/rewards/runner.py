@@ -225,16 +225,44 @@ def score(
     batch_size: int = 500,
     stop_after_timeouts: int = 3,
 ) -> ScoreReport:
-    """Score the rollouts selected by ``where`` / ``rollout_ids`` with ``rewards`` (names; all
-    registered rewards by default) and write the rows into ``db_path``'s ``rewards`` table.
+    """Score stored rollouts with reward plugins and append the rows to ``db_path``'s
+    ``rewards`` table: what ``agent-rl score`` does, from Python.
 
-    ``workers=0`` runs plugins in this process with no timeout (for debugging). When a reward's
-    first ``stop_after_timeouts`` rollouts (0: never) all time out, its remaining ones get
-    ``not run`` error rows at once. ``progress`` is called as ``progress(done, total)`` with
-    (reward, rollout) pairs. ``prepare()`` runs only for rewards with rollouts to score. Raises
-    :class:`ScoringError` for an unknown reward or bad ``where`` SQL, and
-    :class:`~agent_rl_plugin.store.StoreError` when the file cannot be opened; a plugin's own
-    failures become error rows, counted in the report.
+    Arguments:
+
+    * ``db_path``: the DuckDB store the rollouts were recorded into (call
+      :func:`agent_rl_plugin.flush` first when this process recorded them). Rows are written in
+      batches, each in a short write lease, so other processes get in between.
+    * ``rewards``: reward names, or plugin names meaning all their rewards; by default every
+      registered reward whose ``run_by_default`` is true. Rewards come from the
+      ``agent_rl_register_rewards`` hook of ``pm`` (the process-wide plugin manager by default):
+      built-ins, installed plugins, and rewards added in this process with
+      :func:`~agent_rl_plugin.rewards.registration.register`.
+    * ``where``: one SQL condition over the ``rollouts`` view (e.g. ``"task_id = 'shop-0'"``);
+      ``rollout_ids``: only these rollouts. Both together select their intersection; neither
+      selects every rollout.
+    * ``rescore``: score again rollouts that already have a row for the same input (by default
+      they are skipped, see :mod:`agent_rl_plugin.rewards.runner`).
+    * ``workers``: forked worker processes, each item limited to ``timeout_s`` seconds of wall
+      clock; ``workers=0`` runs the rewards in this process with no timeout (for debugging, or
+      where ``fork`` is not available). When a reward's first ``stop_after_timeouts`` items
+      (0: never) all time out, its remaining ones get ``not run`` error rows at once.
+    * ``progress``: called as ``progress(done, total)`` over (reward, rollout) pairs.
+    * ``config``: parameters and weights of the rewards (``config.rewards[NAME]``; default
+      :meth:`RLConfig.from_env <agent_rl_plugin.config.RLConfig.from_env>`).
+    * ``batch_size``: rows written per transaction.
+
+    Returns a :class:`ScoreReport`: per reward the rollouts scored, skipped (already done), not
+    applicable and failed (with up to 3 example errors), the step rows written, and
+    :attr:`ScoreReport.ok` (every reward succeeded on every selected rollout, and every plugin
+    registered its rewards). ``prepare()`` runs only for rewards with rollouts to score.
+
+    Raises :class:`UnknownRewardError` for a reward name no plugin registered,
+    :class:`ScoringError` for bad ``where`` SQL or arguments,
+    :class:`~agent_rl_plugin.rewards.registry.DuplicateRewardError` when two plugins register
+    one name, and :class:`~agent_rl_plugin.store.StoreError` when the file cannot be opened. A
+    reward's own failures (exceptions, timeouts, invalid results) never raise: they become
+    error rows, counted in the report, and the next run retries them.
     """
     if workers < 0:
         raise ScoringError(f"workers must be 0 or more, got {workers}")

@@ -7,6 +7,14 @@ rollout's first action(s) before any tool step, the rollout's input (else the LL
 input messages). Only that observation is hashed, not the whole history, so two rollouts that
 reach the same tool result share a step group.
 
+The rollout's input counts as a state without the runner's per-sample bookkeeping: when it is
+the task dict that :func:`~agent_rl_plugin.rollouts.run_rollouts` gives the agent (a JSON object
+whose keys are exactly :data:`~agent_rl_plugin.rollouts.tasks.TASK_PAYLOAD_FIELDS`), its
+:data:`~agent_rl_plugin.rollouts.tasks.PER_SAMPLE_FIELDS` (``sample_index``, ``seed``) are
+removed and the rest (task id, prompt, ground truth, metadata) is the observation, as compact
+JSON. So the ``group_size`` rollouts of one task start in one state (one step group), and two
+tasks in two. Any other input is the observation as recorded.
+
 The default key is the first 16 hex digits of the MD5 of the observation's UTF-8 text (the
 empty text when there is none). :func:`agent_rl_plugin.rl.store.steps_for_gigpo` computes the
 same value in SQL (DuckDB's ``md5``) when no other plugin implements ``agent_rl_state_key``.

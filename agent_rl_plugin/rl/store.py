@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.engine import RewardEngine
 from agent_rl_plugin.rl import state_keys
+from agent_rl_plugin.rollouts.tasks import PER_SAMPLE_FIELDS, TASK_PAYLOAD_FIELDS
 
 REPORT_KEY = b"agent_rl.report"
 WHERE_HINT = "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
@@ -200,6 +201,19 @@ def episode_rewards(
     return _with_report(table, report)
 
 
+def _task_input_sql(column: str) -> str:
+    """SQL for a rollout's input as a state: the runner's task dict (a JSON object whose keys
+    are exactly ``TASK_PAYLOAD_FIELDS``) without its per-sample fields (``PER_SAMPLE_FIELDS``),
+    as compact JSON; any other input as it is."""
+    keys = ", ".join(f"'{k}'" for k in sorted(TASK_PAYLOAD_FIELDS))
+    patch = json.dumps({k: None for k in PER_SAMPLE_FIELDS})
+    return (
+        f"CASE WHEN json_valid({column}) AND json_type({column}) = 'OBJECT' "
+        f"AND list_sort(json_keys({column})) = [{keys}] "
+        f"THEN CAST(json_merge_patch({column}, '{patch}') AS VARCHAR) ELSE {column} END"
+    )
+
+
 _ACTIONS_SQL = """
 WITH s AS (
     SELECT st.rollout_id, st.step_index, st.kind, st.name, st.input, st.output, st.status, st.error,
@@ -218,6 +232,9 @@ o AS (
             OVER (PARTITION BY rollout_id ORDER BY step_index ROWS UNBOUNDED PRECEDING) AS action_step
     FROM s
 ),
+first_state AS (
+    SELECT rollout_id, {task_input} AS input FROM _arl_adv_sel
+),
 credited AS (
     SELECT l.rollout_id, o.action_step, sum(l.value * coalesce(w.weight, ?)) AS reward
     FROM _arl_adv_latest l
@@ -232,10 +249,10 @@ actions AS (
            CAST(count(*) OVER (PARTITION BY o.rollout_id) AS INTEGER) AS n_actions,
            o.name, o.input, o.state_key AS recorded_key,
            CASE WHEN o.tool_observation IS NOT NULL THEN 'tool'
-                WHEN sel.input IS NOT NULL THEN 'rollout_input'
+                WHEN f.input IS NOT NULL THEN 'rollout_input'
                 WHEN o.input IS NOT NULL THEN 'llm_input' ELSE 'none' END AS observation_source,
-           coalesce(o.tool_observation, sel.input, o.input) AS observation
-    FROM o JOIN _arl_adv_sel sel USING (rollout_id)
+           coalesce(o.tool_observation, f.input, o.input) AS observation
+    FROM o JOIN _arl_adv_sel sel USING (rollout_id) JOIN first_state f USING (rollout_id)
     WHERE o.kind = 'llm'
 )
 SELECT a.group_id, a.rollout_id AS trajectory_id, a.step_index, a.view_step_index, a.task_id,
@@ -366,7 +383,11 @@ def steps_for_gigpo(
         has_episode = combined.num_rows > 0
         sel.register("_arl_adv_episode", combined)
         extra = "a.name, a.input, a.observation" if use_hook else "NULL AS name"
-        table = _arrow(connection, _ACTIONS_SQL.format(digits=state_keys.KEY_DIGITS, extra=extra), [default])
+        table = _arrow(
+            connection,
+            _ACTIONS_SQL.format(digits=state_keys.KEY_DIGITS, extra=extra, task_input=_task_input_sql("input")),
+            [default],
+        )
         uncredited = _arrow(connection, _UNCREDITED_SQL).to_pylist()[0]
         n_rollouts_with_actions = pc.count_distinct(table.column("trajectory_id")).as_py()
         if has_episode:

@@ -32,6 +32,13 @@ from agent_rl_plugin.rollouts.task_io import (
 
 MAX_REPORTED = 10
 
+#: The keys of the dict an agent receives (:func:`task_payload`), in order.
+TASK_PAYLOAD_FIELDS = ("task_id", "prompt", "ground_truth", "metadata", "sample_index", "seed")
+#: Its per-sample keys: the runner's bookkeeping, different in every rollout of a task. The
+#: default GiGPO state key of a rollout's first action leaves them out
+#: (:mod:`agent_rl_plugin.rl.state_keys`), so the rollouts of one task start in one state.
+PER_SAMPLE_FIELDS = ("sample_index", "seed")
+
 
 def describe_bad(source: str, bad: Sequence[Any], unit: str = "line") -> str:
     """``N bad lines in SOURCE: line 3: ...; line 7: ...`` (the first :data:`MAX_REPORTED`)."""
@@ -86,9 +93,10 @@ def rollout_seed(seed: int | None, task_id: str, sample_index: int) -> int | Non
 
 
 def task_payload(row: TaskRow, sample_index: int, seed: int | None) -> dict[str, Any]:
-    """The dict an agent receives: ``task_id``, ``prompt``, ``ground_truth``, ``metadata``,
-    ``sample_index`` (0 .. group_size-1) and ``seed`` (``None`` unless the run has a seed).
-    A fresh copy for each rollout, so an agent may change it."""
+    """The dict an agent receives (keys :data:`TASK_PAYLOAD_FIELDS`): ``task_id``, ``prompt``,
+    ``ground_truth``, ``metadata``, and the per-sample ``sample_index`` (0 .. group_size-1) and
+    ``seed`` (``None`` unless the run has a seed). A fresh copy for each rollout, so an agent
+    may change it."""
     return {
         "task_id": row.task_id,
         "prompt": row.prompt,
@@ -122,6 +130,8 @@ def store_tasks(rows: Sequence[TaskRow], db: str | None) -> None:
 
 
 __all__ = [
+    "PER_SAMPLE_FIELDS",
+    "TASK_PAYLOAD_FIELDS",
     "BadLine",
     "TaskFileError",
     "TaskRow",
