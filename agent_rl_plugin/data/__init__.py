@@ -10,7 +10,10 @@ to ``datasets.Dataset`` as Arrow (see ``docs/datasets.md``).
 
 Each builder takes a store path or an open DuckDB connection, ``where`` (SQL over the
 ``rollouts`` view) or ``sql`` (a query returning ``rollout_id``), and ``report=BuildReport()``
-to learn what was built and what was left out. Errors are :class:`DatasetError`.
+to learn what was built and what was left out. :func:`build_step_dataset` also selects by
+``rollout_ids`` (a list of ids) and ``rollout_run_id`` (the ``run_id`` that ``run_rollouts``
+records in each rollout's metadata), combined with ``where`` / ``sql`` by AND. Errors are
+:class:`DatasetError`.
 """
 
 from __future__ import annotations

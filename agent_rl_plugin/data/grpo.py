@@ -140,8 +140,7 @@ def grpo_table(
         raise DatasetError(
             f"none of the {report.rollouts} matching rollouts formed a GRPO group: "
             + ", ".join(f"{n} {reason}" for reason, n in report.left_out.items()),
-            "give rollouts a group_id (rollout(group_id=...)) with several rollouts per group, "
-            "or lower --min-group-size",
+            "give rollouts a group_id (rollout(group_id=...)) with several rollouts per group, or lower min_group_size",
         )
     columns = list(GRPO_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
     return table.select(columns)

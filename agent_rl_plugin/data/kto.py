@@ -130,7 +130,7 @@ def kto_table(
         raise DatasetError(
             f"none of the {report.rollouts} matching rollouts gave a KTO row: "
             + ", ".join(f"{n} {reason}" for reason, n in report.left_out.items()),
-            "score the rollouts first (agent-rl score), or change --label / --reward",
+            "score the rollouts first (agent-rl score), or change the label rule / the reward names",
         )
     return table
 

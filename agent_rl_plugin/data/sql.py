@@ -205,9 +205,9 @@ def text_of_sql(expr: str) -> str:
     )
 
 
-def arrow(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    """Run ``sql`` and return the result as an Arrow table."""
-    relation = connection.sql(sql)
+def arrow(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+    """Run ``sql`` (with ``params`` for its ``?`` placeholders) and return the result as an Arrow table."""
+    relation = connection.sql(sql, params=list(params) or None)
     return (getattr(relation, "to_arrow_table", None) or relation.arrow)()  # duckdb 2 / 1.x
 
 
@@ -243,10 +243,13 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _filter_text(where: str | None, sql: str | None) -> str:
+def _filter_text(where: str | None, sql: str | None, rollout_ids: list[str] | None, rollout_run_id: str | None) -> str:
+    from agent_rl_plugin.rl.store import describe_selection
+
+    described = describe_selection(where, rollout_ids, rollout_run_id)
     if sql:
-        return f"the query {sql!r}"
-    return f"where {where!r}" if where else "the store (it holds no rollouts)"
+        return f"the query {sql!r}" + (f" and {described}" if described else "")
+    return described or "the store (it holds no rollouts)"
 
 
 _SELECT_COLUMNS = "rollout_id, task_id, group_id, start_time"
@@ -259,29 +262,46 @@ ROOTS_SQL = (
 
 
 def select_rollouts(
-    connection: duckdb.DuckDBPyConnection, where: str | None = None, sql: str | None = None
+    connection: duckdb.DuckDBPyConnection,
+    where: str | None = None,
+    sql: str | None = None,
+    *,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
 ) -> pa.Table:
     """The chosen rollouts (oldest first): rollout_id, task_id, group_id, start_time.
 
     ``where``: an SQL condition over the ``rollouts`` view. ``sql``: a full read-only query
     returning a ``rollout_id`` column (its rollouts are taken; ids not in the store are
-    ignored). Raises :class:`DatasetError` for a bad query or when nothing matches.
+    ignored). ``rollout_ids``: only these rollouts (an empty list selects none).
+    ``rollout_run_id``: only the rollouts of that
+    :func:`~agent_rl_plugin.rollouts.run_rollouts` call (the ``run_id`` of their metadata).
+    The filters given are combined by AND; ids are SQL parameters, never SQL text
+    (:func:`agent_rl_plugin.rl.store.selection_sql`). Raises :class:`DatasetError` for a bad
+    query or when nothing matches.
     """
+    from agent_rl_plugin.rl.store import rollout_id_list, selection_sql
+
     if where and sql:
         raise DatasetError("give either where or sql, not both")
     if where:
         _check_where(where)
+    ids = rollout_id_list(rollout_ids)
+    condition, params = selection_sql(where, ids, rollout_run_id)
+    # only ids: the cheap roots query; where and the run id read columns of the rollouts view
+    source = "rollouts" if where or sql or rollout_run_id is not None else f"({ROOTS_SQL}) AS roots"
+    filtered = f"SELECT {_SELECT_COLUMNS} FROM {source}" + (f" WHERE {condition}" if condition else "")
     order = " ORDER BY start_time, rollout_id"
     try:
         if sql:
-            ids = _query_ids(connection, sql)
-            everything = arrow(connection, f"SELECT {_SELECT_COLUMNS} FROM rollouts")
-            with registered(connection, ids, "ids") as i, registered(connection, everything, "all") as a:
+            ids_table = _query_ids(connection, sql)
+            everything = arrow(connection, filtered, params)
+            with registered(connection, ids_table, "ids") as i, registered(connection, everything, "all") as a:
                 table = arrow(
                     connection, f"SELECT a.* FROM {a} a SEMI JOIN {i} i ON i.rollout_id = a.rollout_id{order}"
                 )
-        elif where:
-            table = arrow(connection, f"SELECT {_SELECT_COLUMNS} FROM rollouts WHERE ({where}){order}")
+        elif condition:
+            table = arrow(connection, f"{filtered}{order}", params)
         else:
             table = arrow(connection, f"{ROOTS_SQL}{order}")
     except duckdb.Error as exc:
@@ -296,7 +316,7 @@ def select_rollouts(
         raise DatasetError(f"SQL error in {'the query' if sql else 'where'}: {first_line(exc)}", hint) from None
     if table.num_rows == 0:
         raise DatasetError(
-            f"no rollouts match {_filter_text(where, sql)}",
+            f"no rollouts match {_filter_text(where, sql, ids, rollout_run_id)}",
             'check the filter with: agent-rl query "select rollout_id, task_id, status from rollouts"',
         )
     return table
@@ -345,7 +365,7 @@ def _query_ids(connection: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     if "rollout_id" not in columns:
         raise DatasetError(
             f"the query must return a rollout_id column (it returns {', '.join(columns) or 'nothing'})",
-            "e.g. --sql \"select rollout_id from rewards where name = 'correct' and value = 1\"",
+            "e.g. sql=\"select rollout_id from rewards where name = 'correct' and value = 1\"",
         )
     return arrow(connection, f"SELECT DISTINCT CAST(_q.rollout_id AS VARCHAR) AS rollout_id FROM ({inner}) AS _q")
 
@@ -423,7 +443,7 @@ def combined_rewards(
         row = table.filter(bad).slice(0, 1).to_pylist()[0]
         raise DatasetError(
             f"reward {row['bad_name']!r} of rollout {row['rollout_id']} is NaN or infinite",
-            "fix or re-score that reward, or leave it out with --reward NAME",
+            "fix or re-score that reward, or leave it out of the reward names",
         )
     usable = pc.fill_null(pc.is_finite(table.column("reward")), False)
     return table.filter(usable).select(["rollout_id", "reward", "n_rewards"])

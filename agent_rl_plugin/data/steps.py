@@ -107,7 +107,7 @@ def _table_advantages(connection: Any, sel: str, run_id: str | None, report: Bui
             if found.num_rows == 0:
                 raise DatasetError(
                     "the advantages table has no rows for these rollouts",
-                    "compute them first, or build without --from-table",
+                    "compute them first, or build without from_table",
                 )
             run_id = found.column("run_id")[0].as_py()
         report.extra["advantages_run_id"] = run_id
@@ -139,11 +139,13 @@ def step_table(
     run_id: str | None = None,
     gigpo: Mapping[str, Any] | None = None,
     extra_columns: bool = True,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
 ) -> pa.Table:
     """The step rows as an Arrow table (see :func:`build_step_dataset`)."""
     report = report if report is not None else BuildReport()
     report.kind = "steps"
-    selected = select_rollouts(connection, where=where, sql=sql)
+    selected = select_rollouts(connection, where=where, sql=sql, rollout_ids=rollout_ids, rollout_run_id=rollout_run_id)
     report.rollouts = selected.num_rows
     weight_map = normalize_weights(weights)
     with registered(connection, selected, "selected") as sel:
@@ -189,7 +191,7 @@ def step_table(
     report.rows = table.num_rows
     report.extra["steps_with_logprobs"] = int(pc.sum(pc.is_valid(table.column("old_logprobs"))).as_py() or 0)
     if table.num_rows == 0:
-        raise DatasetError(f"no step got an advantage ({n_missing} LLM steps)", "check --run-id / --from-table")
+        raise DatasetError(f"no step got an advantage ({n_missing} LLM steps)", "check run_id / from_table")
     columns = list(STEP_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
     return table.select(columns)
 
@@ -205,9 +207,18 @@ def build_step_dataset(
     gigpo: Mapping[str, Any] | None = None,
     report: BuildReport | None = None,
     extra_columns: bool = True,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
 ):
     """Step rows (``prompt``, ``completion``, ``advantage``, ``old_logprobs``) as a
     ``datasets.Dataset``, one row per LLM call of the selected rollouts.
+
+    The selection: ``where`` (an SQL condition over the ``rollouts`` view) or ``sql`` (a query
+    returning ``rollout_id``), AND ``rollout_ids`` (exactly these rollouts; an empty list
+    selects none) AND ``rollout_run_id`` (the rollouts of one
+    :func:`~agent_rl_plugin.rollouts.run_rollouts` call, by the ``run_id`` it records in their
+    metadata; not the advantages ``run_id``), each only when given. Ids are SQL parameters,
+    never SQL text. Computed GiGPO advantages are relative to the selected rollouts only.
 
     ``gigpo``: keyword arguments of :func:`agent_rl_plugin.rl.gigpo_advantages` (omega, gamma,
     mode, epsilon, baseline). ``weights``: the reward names passed to ``steps_for_gigpo``.
@@ -226,6 +237,8 @@ def build_step_dataset(
             run_id=run_id,
             gigpo=gigpo,
             extra_columns=extra_columns,
+            rollout_ids=rollout_ids,
+            rollout_run_id=rollout_run_id,
         )
     return as_dataset(table)
 

@@ -10,7 +10,9 @@ pure :mod:`agent_rl_plugin.advantages` package, whose functions are re-exported 
   ``agent_rl_state_key`` hook (default: :func:`default_state_key`).
 * :func:`compute_advantages` writes a run into the ``advantages`` table
   (``agent-rl advantages compute``); :func:`episode_rewards` is its input for the episode
-  methods, read from the ``episode_rewards`` view.
+  methods, read from the ``episode_rewards`` view. All three select rollouts by ``where`` (SQL
+  over the ``rollouts`` view), ``rollout_ids`` and ``rollout_run_id`` (a ``run_rollouts`` run),
+  combined by AND.
 
 The names backed by the store (DuckDB, pyarrow) are imported on first access: the built-in
 plugin :mod:`agent_rl_plugin.rl.state_keys` is loaded when recording starts, and importing it

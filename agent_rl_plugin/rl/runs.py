@@ -29,7 +29,14 @@ from agent_rl_plugin.advantages.grpo import (
     grpo_advantages,
     rloo_advantages,
 )
-from agent_rl_plugin.rl.store import AdvantageInputError, episode_rewards, steps_for_gigpo, table_report
+from agent_rl_plugin.rl.store import (
+    AdvantageInputError,
+    describe_selection,
+    episode_rewards,
+    rollout_id_list,
+    steps_for_gigpo,
+    table_report,
+)
 from agent_rl_plugin.store.transaction import arrow_transaction
 
 METHODS = ("grpo", "rloo", "dr_grpo", "gigpo")
@@ -150,6 +157,8 @@ def compute_advantages(
     method: str,
     *,
     where: str | None = None,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
     reward_names: Sequence[str] | None = None,
     weights: Mapping[str, float] | None = None,
     scale: str = "group",
@@ -162,8 +171,14 @@ def compute_advantages(
     pm: pluggy.PluginManager | None = None,
     write: bool = True,
 ) -> AdvantageRun:
-    """Compute ``method`` advantages for the rollouts selected by ``where`` and (with ``write``)
-    append them to ``db_path``'s ``advantages`` table under a new ``run_id``.
+    """Compute ``method`` advantages for the selected rollouts and (with ``write``) append them
+    to ``db_path``'s ``advantages`` table under a new ``run_id``.
+
+    The selection: ``where`` (an SQL condition over the ``rollouts`` view) AND ``rollout_ids``
+    (exactly these rollouts; an empty list selects none) AND ``rollout_run_id`` (the rollouts
+    of one :func:`~agent_rl_plugin.rollouts.run_rollouts` call: the ``run_id`` it records in
+    each rollout's metadata), each only when given; none given selects every rollout. Ids are
+    bound as SQL parameters, never pasted into SQL text.
 
     ``epsilon`` defaults to 1e-4 for grpo (TRL's) and 1e-6 for gigpo (the reference's).
     Raises :class:`~agent_rl_plugin.rl.store.AdvantageInputError` when there is nothing to
@@ -179,8 +194,11 @@ def compute_advantages(
     check_parameters(method, scale=scale, mode=mode, baseline=baseline, omega=omega, gamma=gamma, epsilon=epsilon)
     if epsilon is None:
         epsilon = TRL_EPSILON if method == "grpo" else 1e-6
+    ids = rollout_id_list(rollout_ids)
     parameters: dict[str, Any] = {
         "where": where,
+        **({"rollout_ids": sorted(ids)} if ids is not None else {}),
+        **({"rollout_run_id": str(rollout_run_id)} if rollout_run_id is not None else {}),
         "rewards": sorted(reward_names) if reward_names else None,
         "weights": dict(sorted((weights or {}).items())) or None,
     }
@@ -194,16 +212,26 @@ def compute_advantages(
     try:
         if method == "gigpo":
             table = steps_for_gigpo(
-                connection, where, reward_names, weights=weights, terminal_reward=terminal_reward, pm=pm
+                connection,
+                where,
+                reward_names,
+                weights=weights,
+                terminal_reward=terminal_reward,
+                pm=pm,
+                rollout_ids=ids,
+                rollout_run_id=rollout_run_id,
             )
             hashed = ["group_id", "trajectory_id", "step_index", "state_key", "reward"]
             hashed += ["episode_reward"] if "episode_reward" in table.column_names else []
         else:
-            table = episode_rewards(connection, where, reward_names, weights=weights)
+            table = episode_rewards(
+                connection, where, reward_names, weights=weights, rollout_ids=ids, rollout_run_id=rollout_run_id
+            )
             hashed = ["group_id", "rollout_id", "reward"]
         report = table_report(table)
         if table.num_rows == 0:
-            raise AdvantageInputError(_nothing_message(method, where, report), _nothing_hint(report))
+            selection = describe_selection(where, ids, rollout_run_id)
+            raise AdvantageInputError(_nothing_message(method, selection, report), _nothing_hint(report))
         try:
             columns, summary = (
                 _gigpo_rows(table, parameters) if method == "gigpo" else _episode_rows(method, table, scale, epsilon)
@@ -221,10 +249,10 @@ def compute_advantages(
         connection.close()
 
 
-def _nothing_message(method: str, where: str | None, report: Mapping[str, Any]) -> str:
+def _nothing_message(method: str, selection: str | None, report: Mapping[str, Any]) -> str:
     selected = report.get("selected", 0)
     if not selected:
-        return "no rollouts to compute advantages for" + (f" matching {where!r}" if where else "")
+        return "no rollouts to compute advantages for" + (f" matching {selection}" if selection else "")
     if method == "gigpo" and report.get("without_actions") == selected:
         return f"the {selected} selected rollouts have no LLM steps (GiGPO's actions)"
     return f"none of the {selected} selected rollouts has a usable episode reward"
@@ -232,8 +260,8 @@ def _nothing_message(method: str, where: str | None, report: Mapping[str, Any]) 
 
 def _nothing_hint(report: Mapping[str, Any]) -> str:
     if not report.get("selected"):
-        return "record rollouts first (agent-rl demo), or widen --where"
-    return "score them first (agent-rl score), or check --reward"
+        return "record rollouts first (agent-rl demo), or widen the where condition"
+    return "score them first (agent-rl score), or check the reward names"
 
 
 def _write(connection: Any, run: AdvantageRun, columns: dict[str, Any]) -> int:

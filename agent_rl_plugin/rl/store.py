@@ -7,8 +7,11 @@
 
 Shared rules (``docs/advantages.md`` has the full text):
 
-* the selection is ``where``, an SQL condition over the ``rollouts`` view; the group of a
-  rollout is its ``group_id``, else its ``task_id``, else the rollout alone;
+* the selection is ``where``, an SQL condition over the ``rollouts`` view, and/or
+  ``rollout_ids`` (a list of rollout ids) and/or ``rollout_run_id`` (the ``run_id`` that
+  :func:`~agent_rl_plugin.rollouts.run_rollouts` records in each rollout's metadata), combined
+  by AND (:func:`selection_sql`; ids are bound as parameters, never pasted into SQL); the
+  group of a rollout is its ``group_id``, else its ``task_id``, else the rollout alone;
 * episode rewards are the rows of the ``episode_rewards`` view (its rule: episode-level rows
   with a value and no error, the latest per rollout and name wins), combined per rollout by
   :meth:`agent_rl_plugin.rewards.RewardEngine.combine` (weighted mean over the names present:
@@ -40,6 +43,9 @@ from agent_rl_plugin.rollouts.tasks import PER_SAMPLE_FIELDS, TASK_PAYLOAD_FIELD
 REPORT_KEY = b"agent_rl.report"
 WHERE_HINT = "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
 MAX_EXAMPLES = 5
+#: The key of a rollout's metadata where :func:`~agent_rl_plugin.rollouts.run_rollouts` records
+#: its run id (``rollout_run_id`` selects on it).
+RUN_ID_KEY = "run_id"
 
 
 class AdvantageInputError(AgentRLError, ValueError):
@@ -50,6 +56,55 @@ class AdvantageInputError(AgentRLError, ValueError):
 def _arrow(connection: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pa.Table:
     relation = connection.sql(sql, params=list(params) or None)
     return (getattr(relation, "to_arrow_table", None) or relation.arrow)()  # duckdb 2 / 1.x
+
+
+def rollout_id_list(rollout_ids: Sequence[str] | str | None) -> list[str] | None:
+    """``rollout_ids`` as a list of strings (one string is one id), or ``None`` for no filter."""
+    if rollout_ids is None:
+        return None
+    if isinstance(rollout_ids, str):
+        return [rollout_ids]
+    return [str(i) for i in rollout_ids]
+
+
+def selection_sql(
+    where: str | None = None,
+    rollout_ids: Sequence[str] | str | None = None,
+    rollout_run_id: str | None = None,
+) -> tuple[str | None, list[Any]]:
+    """``(condition, params)``: one SQL condition over the ``rollouts`` view that keeps the
+    rollouts matching ``where`` AND whose id is in ``rollout_ids`` AND whose metadata holds
+    ``run_id = rollout_run_id`` (the filters that are not ``None``), with the parameters its
+    ``?`` placeholders take, in order; ``(None, [])`` selects everything. ``where`` is spliced as
+    it is (the callers check it); the ids and the run id are only ever parameters, so any text
+    (quotes included) is a plain value. An empty ``rollout_ids`` selects nothing."""
+    conditions: list[str] = [f"({where})"] if where else []
+    params: list[Any] = []
+    ids = rollout_id_list(rollout_ids)
+    if ids is not None:
+        conditions.append("rollout_id IN (SELECT unnest(CAST(? AS VARCHAR[])))")
+        params.append(ids)
+    if rollout_run_id is not None:
+        conditions.append(f"(CASE WHEN json_valid(metadata) THEN metadata->>'$.{RUN_ID_KEY}' END) = ?")
+        params.append(str(rollout_run_id))
+    return (" AND ".join(conditions) or None), params
+
+
+def describe_selection(
+    where: str | None = None,
+    rollout_ids: Sequence[str] | str | None = None,
+    rollout_run_id: str | None = None,
+) -> str | None:
+    """The filters in words, for messages (``None`` when there is none): ``where "..."``,
+    ``rollout ids ['a', 'b'] (2)``, ``rollout run id 'x'`` joined by ``and``."""
+    parts: list[str] = [f"where {where!r}"] if where else []
+    ids = rollout_id_list(rollout_ids)
+    if ids is not None:
+        shown = ", ".join(repr(i) for i in ids[:3]) + (", ..." if len(ids) > 3 else "")
+        parts.append(f"rollout ids [{shown}] ({len(ids)})")
+    if rollout_run_id is not None:
+        parts.append(f"rollout run id {str(rollout_run_id)!r}")
+    return " and ".join(parts) or None
 
 
 def table_report(table: pa.Table) -> dict[str, Any]:
@@ -73,9 +128,12 @@ class _Selection:
         where: str | None,
         reward_names: Sequence[str] | None,
         weights: Mapping[str, float] | None,
+        rollout_ids: Sequence[str] | None = None,
+        rollout_run_id: str | None = None,
     ) -> None:
         self.connection = connection
         self.where = where
+        self.condition, self.params = selection_sql(where, rollout_ids, rollout_run_id)
         self.reward_names = list(reward_names) if reward_names else None
         self.engine = RewardEngine(weights)
         self.registered: list[str] = []
@@ -93,10 +151,10 @@ class _Selection:
 
     def _enter(self) -> _Selection:
         sql = "SELECT rollout_id, coalesce(group_id, task_id, rollout_id) AS group_id, task_id, input FROM rollouts" + (
-            f" WHERE ({self.where})" if self.where else ""
+            f" WHERE {self.condition}" if self.condition else ""
         )
         try:
-            self.rollouts = _arrow(self.connection, sql)
+            self.rollouts = _arrow(self.connection, sql, self.params)
         except duckdb.Error as exc:
             raise AdvantageInputError(f"bad where {self.where!r}: {str(exc).splitlines()[0]}", WHERE_HINT) from None
         self.register("_arl_adv_sel", self.rollouts)
@@ -129,7 +187,7 @@ class _Selection:
             where = "episode" if row["step_index"] is None else f"step {row['step_index']}"
             raise AdvantageInputError(
                 f"reward {row['name']!r} of rollout {row['rollout_id']} ({where}) is {row['value']}",
-                "fix or re-score that reward (agent-rl score --rescore), or leave it out with --where or --reward",
+                "fix or re-score that reward (agent-rl score --rescore), or leave it out with the where condition or the reward names",
             )
         if names:
             present = set(self.latest.column("name").to_pylist())
@@ -139,7 +197,7 @@ class _Selection:
                 raise AdvantageInputError(
                     f"no usable reward named {', '.join(map(repr, absent))} in the selected rollouts "
                     f"(present: {', '.join(known)})",
-                    "score them first (agent-rl score), or pick --reward among the names present",
+                    "score them first (agent-rl score), or pick reward names among those present",
                 )
         weights = pa.table(
             {
@@ -184,11 +242,16 @@ def episode_rewards(
     reward_names: Sequence[str] | None = None,
     *,
     weights: Mapping[str, float] | None = None,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
 ) -> pa.Table:
     """One row per selected rollout with a usable episode reward: ``rollout_id``, ``group_id``,
     ``task_id``, ``reward`` (the combined episode reward), ordered by group then rollout id.
-    The report lists the rollouts left out for lack of an episode reward (``unscored``)."""
-    with _Selection(connection, where, reward_names, weights) as sel:
+    The report lists the rollouts left out for lack of an episode reward (``unscored``).
+
+    The selection: ``where`` AND ``rollout_ids`` AND ``rollout_run_id`` (see
+    :func:`selection_sql`)."""
+    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id) as sel:
         combined, unscored = sel.combined_episode_rewards()
         sel.register("_arl_adv_episode", combined)
         table = _arrow(
@@ -337,8 +400,13 @@ def steps_for_gigpo(
     weights: Mapping[str, float] | None = None,
     terminal_reward: bool = True,
     pm: pluggy.PluginManager | None = None,
+    rollout_ids: Sequence[str] | None = None,
+    rollout_run_id: str | None = None,
 ) -> pa.Table:
     """The GiGPO steps table of the selected rollouts, ready for :func:`gigpo_advantages`.
+
+    The selection: ``where`` AND ``rollout_ids`` AND ``rollout_run_id`` (see
+    :func:`selection_sql`).
 
     One row per LLM step (an *action*) with ``group_id``, ``trajectory_id`` (the rollout id),
     ``step_index`` (0-based position among the rollout's actions), ``view_step_index`` (its
@@ -372,7 +440,7 @@ def steps_for_gigpo(
     impls = pm.hook.agent_rl_state_key.get_hookimpls() if hasattr(pm.hook, "agent_rl_state_key") else []
     use_hook = any(impl.plugin is not state_keys for impl in impls)
     default = RewardEngine(weights).default_weight
-    with _Selection(connection, where, reward_names, weights) as sel:
+    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id) as sel:
         if sel.latest.num_rows == 0 and sel.rollouts.num_rows:
             raise AdvantageInputError(
                 f"the {sel.rollouts.num_rows} selected rollouts have no usable reward"

@@ -59,7 +59,7 @@ def select_sql(where: str | None = None) -> str:
             f"the where condition must be one read-only condition over the spans columns: {exc}"
         ) from None
     except UserSqlError as exc:
-        raise ParquetExportError(f"--where is not a valid SQL condition: {exc}") from None
+        raise ParquetExportError(f"the where condition is not valid SQL: {exc}") from None
 
 
 def parquet_files(folder: str | os.PathLike[str]) -> list[str]:

@@ -19,8 +19,10 @@ What is ours and what is reused:
   Trainer divides the loss by the accumulation steps.
 * Per-token log-probs use TRL's ``trl.trainer.utils.selective_log_softmax`` and padding its
   ``pad`` (:class:`~agent_rl_plugin.train.offline_data.OfflineCollator`).
-* LoRA is PEFT's ``get_peft_model``; the reference model for the KL term is the same model with
-  the adapter disabled (``model.disable_adapter()``), as in TRL.
+* LoRA is PEFT's ``get_peft_model``, or with ``adapter=PATH`` a saved adapter continued
+  (``PeftModel.from_pretrained(base, PATH, is_trainable=True)``, :mod:`agent_rl_plugin.train.adapters`);
+  the reference model for the KL term is the same model with the adapter disabled
+  (``model.disable_adapter()``), as in TRL: the base model, in every round of a loop.
 * Tokenisation and masks: :mod:`agent_rl_plugin.train.tokenize`; dataset rows to examples:
   :mod:`agent_rl_plugin.train.offline_data`.
 
@@ -64,11 +66,14 @@ when there are any), ``trained_tokens`` (trained tokens per optimizer step).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import time
 from collections import defaultdict
 from typing import Any, Sequence
 
+from agent_rl_plugin.train.adapters import adopt_adapter_settings, prepare_policy, read_adapter
 from agent_rl_plugin.train.common import (
     TrainError,
     TrainResult,
@@ -237,6 +242,7 @@ def train_offline_grpo(
     config: OfflineGRPOTrainConfig,
     dataset: Any,
     *,
+    adapter: str | os.PathLike[str] | None = None,
     hardware: HardwareProfile | None = None,
     progress: bool = True,
 ) -> TrainResult:
@@ -251,20 +257,31 @@ def train_offline_grpo(
     :func:`~agent_rl_plugin.train.hardware.apply_hardware_profile` (``hardware``: a profile
     already applied); ``config.resume_from_checkpoint`` resumes a run saved with checkpoints.
 
+    ``adapter``: a LoRA adapter directory saved on the same base model (``adapter_path`` of an
+    earlier result) to continue training instead of starting a fresh adapter; its rank and alpha
+    are used (``lora_r`` / ``lora_alpha``, when set, must match), the KL reference stays the base
+    model, and the adapter saved under ``output_dir/adapter`` has the same shape, so the next
+    round can continue it. ``extra["continued_from"]`` is the path (``None`` for a fresh one).
+
     Returns a :class:`TrainResult` with ``method`` ``"offline_grpo"`` (episode level) or
     ``"gigpo"`` (step level), ``n_rows`` the examples trained on, ``n_desirable`` /
     ``n_undesirable`` the positive / negative-advantage examples, and in ``extra`` the
     counts of :func:`~agent_rl_plugin.train.offline_data.build_examples` plus ``format`` and
     ``advantage_level``. Raises :class:`TrainError` for data that cannot be trained on (wrong
-    columns, empty, every advantage 0) and :class:`TrainConfigError` for a bad checkpoint.
+    columns, empty, every advantage 0) and :class:`TrainConfigError` for a bad checkpoint or an
+    adapter that is missing, not LoRA, of another rank or for another base model.
     """
     if not isinstance(config, OfflineGRPOTrainConfig):
         raise TypeError(f"config must be an OfflineGRPOTrainConfig, got {type(config).__name__}")
     check_offline_dataset(dataset, config.advantage_level)
+    saved = read_adapter(adapter) if adapter is not None else None
+    rank_set_by_user = config.lora_r is not None if hardware is None else "lora_r" in hardware.overridden
     profile = hardware or apply_hardware_profile(config)
+    if saved is not None:
+        adopt_adapter_settings(config, saved, rank_set_by_user=rank_set_by_user)
+        profile = dataclasses.replace(profile, lora_r=saved.r)
     resume = checkpoint_to_resume(config)
 
-    from peft import get_peft_model
     from transformers import TrainingArguments, set_seed
 
     started = time.perf_counter()
@@ -279,7 +296,7 @@ def train_offline_grpo(
     if tokenizer.pad_token_id is None:
         raise TrainConfigError("the tokenizer has neither a pad token nor an end-of-sequence token to pad with")
     set_seed(config.seed)
-    model = get_peft_model(model, config.lora_config())
+    model = prepare_policy(model, config, saved)
     args = TrainingArguments(
         **config.trainer_arguments(),
         remove_unused_columns=False,
@@ -316,7 +333,12 @@ def train_offline_grpo(
         global_step=trainer.state.global_step,
         seconds=time.perf_counter() - started,
         log_history=history,
-        extra={"format": built.format, "advantage_level": config.advantage_level, **stats},
+        extra={
+            "format": built.format,
+            "advantage_level": config.advantage_level,
+            "continued_from": saved.path if saved else None,
+            **stats,
+        },
     )
 
 
