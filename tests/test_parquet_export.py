@@ -127,7 +127,7 @@ def test_bad_where_is_refused_and_nothing_changes(recorded, tmp_path, where):
                                         "--where", where])
     assert result.exit_code != 0
     message = str(result.exception)
-    assert "--where" in message or "export failed" in message
+    assert "where" in message or "export failed" in message
     assert table_rows(recorded) == before
 
 
