@@ -45,7 +45,7 @@ from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.context import current_rollout_attributes
 from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
-from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform
+from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform, with_attributes
 from agent_rl_plugin.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -374,20 +374,7 @@ class _CopyOnlyChangedExporter(TransformingSpanExporter):
         unchanged = unchanged and _same_items(original, attributes)
         if unchanged and not (span.dropped_attributes or span.dropped_events or span.dropped_links):
             return span
-        return ReadableSpan(
-            name=name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=attributes,
-            events=tuple(events),
-            links=span.links,
-            kind=span.kind,
-            instrumentation_scope=span.instrumentation_scope,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-        )
+        return with_attributes(span, attributes, events)
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):

@@ -95,20 +95,25 @@ class TransformingSpanExporter(SpanExporter):
     def _copy(self, span: ReadableSpan) -> ReadableSpan:
         name = span.name
         events = tuple(Event(e.name, self._transform(dict(e.attributes or {}), name), e.timestamp) for e in span.events)
-        return ReadableSpan(
-            name=name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=self._transform(dict(span.attributes or {}), name),
-            events=events,
-            links=span.links,
-            kind=span.kind,
-            instrumentation_scope=span.instrumentation_scope,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-        )
+        return with_attributes(span, self._transform(dict(span.attributes or {}), name), events)
+
+
+def with_attributes(span: ReadableSpan, attributes: dict[str, Any], events: Sequence[Event]) -> ReadableSpan:
+    """A copy of ``span`` with other attributes and events; everything else is the span's own."""
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        events=tuple(events),
+        links=span.links,
+        kind=span.kind,
+        instrumentation_scope=span.instrumentation_scope,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+    )
 
     def shutdown(self) -> None:
         self.inner.shutdown()

@@ -7,6 +7,7 @@ same). Observations are plain sentences that are a function of the state alone.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
@@ -25,7 +26,7 @@ def _at(cell: Cell) -> str:
     return f"row {cell[0]}, column {cell[1]}"
 
 
-class _GridEnv(Generic[S]):
+class _GridEnv(ABC, Generic[S]):
     """What both grids share: moves, walls, the step budget, invalid actions, solving."""
 
     name: str = ""
@@ -42,24 +43,25 @@ class _GridEnv(Generic[S]):
         self._done = False
 
     # What each grid defines.
-    def _initial(self, cell: Cell) -> S:
-        raise NotImplementedError
+    @abstractmethod
+    def _initial(self, cell: Cell) -> S: ...
 
+    @abstractmethod
     def _enter(self, state: S, cell: Cell) -> tuple[S, float, bool, dict[str, Any]]:
         """The state after moving to ``cell``, the reward, whether the goal is reached, info."""
-        raise NotImplementedError
+        ...
 
-    def _describe(self, state: S) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _describe(self, state: S) -> str: ...
 
-    def _key(self, state: S) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _key(self, state: S) -> str: ...
 
-    def _cell(self, state: S) -> Cell:
-        raise NotImplementedError
+    @abstractmethod
+    def _cell(self, state: S) -> Cell: ...
 
-    def _terminal_cells(self) -> frozenset[Cell]:
-        raise NotImplementedError
+    @abstractmethod
+    def _terminal_cells(self) -> frozenset[Cell]: ...
 
     # The protocol.
     def reset(self, start: Hashable | None = None) -> str:
