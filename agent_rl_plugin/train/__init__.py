@@ -6,6 +6,9 @@
   (:func:`build_prompt_dataset`);
 * :func:`train_offline_grpo` with :class:`OfflineGRPOTrainConfig`: offline GRPO / GiGPO on logged
   completions with precomputed advantages;
+* :func:`behaviour_logprobs`: the log-probs a policy should log for a completion, aligned with
+  the tokens the offline trainer trains (constrained to a :class:`ChoiceSet` when given);
+  :func:`completion_logprob`: a completion's log-prob as the trainer computes it;
 * :func:`apply_hardware_profile`: machine-dependent fields (batch, accumulation, LoRA rank,
   precision) from the detected hardware; :func:`load_config_file`: YAML/TOML config files;
 * :func:`merge_adapter`: a merged model that loads with plain transformers;
@@ -48,6 +51,10 @@ _EXPORTS = {
     "build_prompt_dataset": "agent_rl_plugin.train.prompts",
     "reward_functions": "agent_rl_plugin.train.reward_funcs",
     "train_offline_grpo": "agent_rl_plugin.train.offline",
+    "behaviour_logprobs": "agent_rl_plugin.train.offline_logprobs",
+    "completion_logprob": "agent_rl_plugin.train.offline_logprobs",
+    "ChoiceSet": "agent_rl_plugin.train.choices",
+    "ChoiceError": "agent_rl_plugin.train.choices",
     "merge_adapter": "agent_rl_plugin.train.export",
     "record_training_run": "agent_rl_plugin.train.records",
     "build_tiny_model": "agent_rl_plugin.train.tiny",

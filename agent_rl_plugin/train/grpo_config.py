@@ -8,6 +8,7 @@ rules (help on every field, validation, hardware-profile fields left ``None``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -135,6 +136,27 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
         help="After training, measure the mean token log-prob of up to this many positive- and negative-advantage "
         "examples under the base and the trained adapter (TrainResult.extra['logprobs']); 0: skip.",
     )
+    choices: Optional[list[str]] = option(
+        None,
+        help="A closed answer set (e.g. ['up', 'down', 'left', 'right']): each completion must be one choice, "
+        "log-probs are renormalised over the tokens allowed at each position and forced tokens are not trained "
+        "(None: the full vocabulary).",
+    )
+    entropy_coef: float = option(
+        0.0,
+        help="Entropy bonus: subtract this times the mean entropy of the trained tokens from the loss (over the "
+        "allowed tokens with choices, else the full vocabulary); 0: no bonus.",
+    )
+    target_kl: Optional[float] = option(
+        None,
+        help="Stop training after an optimizer step whose mean approximate KL between the behaviour log-probs and "
+        "the policy exceeds this (needs logged behaviour log-probs; None: never stop early).",
+    )
+    skip_zero_advantage: bool = option(
+        True,
+        help="Leave completions with advantage exactly 0 out of the examples, so epochs count passes over rows "
+        "that carry a learning signal.",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -145,6 +167,48 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
         ):
             raise TrainConfigError(f"measure_examples must be an integer >= 0, got {self.measure_examples!r}")
         _check_clip(self)
+        _check_controls(self)
+
+
+def _check_choices(config: OfflineGRPOTrainConfig) -> None:
+    choices = config.choices
+    if choices is None:
+        return
+    if isinstance(choices, str) or not isinstance(choices, (list, tuple)):
+        raise TrainConfigError(
+            f"choices must be a list of strings, got {choices!r}", hint='e.g. ["up", "down", "left", "right"]'
+        )
+    config.choices = list(choices)
+    if len(choices) < 2 or any(not isinstance(c, str) or not c.strip() for c in choices):
+        raise TrainConfigError(
+            f"choices must hold at least two non-empty strings, got {list(choices)!r}",
+            hint="with one choice every token is forced and nothing is trained; leave choices unset for free text",
+        )
+    if len(set(choices)) != len(choices):
+        raise TrainConfigError(f"choices must be distinct, got {list(choices)!r}")
+    if config.train_tool_tokens:
+        raise TrainConfigError(
+            "choices and train_tool_tokens cannot be combined: with a choice set only the answer is trained",
+            hint="set train_tool_tokens=False",
+        )
+
+
+def _check_controls(config: OfflineGRPOTrainConfig) -> None:
+    _check_choices(config)
+    coef = config.entropy_coef
+    if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not 0 <= coef < math.inf:
+        raise TrainConfigError(f"entropy_coef must be a finite number >= 0 (0: no entropy bonus), got {coef!r}")
+    config.entropy_coef = float(coef)
+    target = config.target_kl
+    if target is not None:
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < math.inf:
+            raise TrainConfigError(
+                f"target_kl must be a finite number > 0 or None, got {target!r}",
+                hint="typical values are 0.01-0.1; None never stops early",
+            )
+        config.target_kl = float(target)
+    if not isinstance(config.skip_zero_advantage, bool):
+        raise TrainConfigError(f"skip_zero_advantage must be true or false, got {config.skip_zero_advantage!r}")
 
 
 __all__ = ["GRPOTrainConfig", "OfflineGRPOTrainConfig"]

@@ -17,7 +17,8 @@ What is ours and what is reused:
   Optimiser, scheduler, gradient accumulation, mixed precision, logging, checkpoints, resuming
   and multi-device (accelerate) are the Trainer's. ``loss_is_scaled_for_ga = False``: the
   Trainer divides the loss by the accumulation steps.
-* Per-token log-probs use TRL's ``trl.trainer.utils.selective_log_softmax`` and padding its
+* Per-token log-probs use TRL's ``trl.trainer.utils.selective_log_softmax`` (full vocabulary;
+  constrained ones and entropies: :mod:`agent_rl_plugin.train.offline_logprobs`) and padding its
   ``pad`` (:class:`~agent_rl_plugin.train.offline_data.OfflineCollator`).
 * LoRA is PEFT's ``get_peft_model``, or with ``adapter=PATH`` a saved adapter continued
   (``PeftModel.from_pretrained(base, PATH, is_trainable=True)``, :mod:`agent_rl_plugin.train.adapters`);
@@ -27,16 +28,30 @@ What is ours and what is reused:
   :mod:`agent_rl_plugin.train.offline_data`.
 
 The loss, per trained token :math:`t` (``loss_mask`` 1: the completion's assistant tokens,
-end-of-turn token included; tool results only with ``train_tool_tokens``) of row :math:`i`
-with advantage :math:`A_i` (one per completion for ``advantage_level='episode'``, one per LLM
-call for ``'step'``)::
+end-of-turn token included; tool results only with ``train_tool_tokens``; with ``choices``
+only the answer's unforced tokens, see below) of row :math:`i` with advantage :math:`A_i` (one
+per completion for ``advantage_level='episode'``, one per LLM call for ``'step'``)::
 
     logp_t  = log pi_theta(token_t | tokens_<t)                 (policy: base + LoRA)
     old_t   = logged behaviour log-prob if used, else logp_t.detach()
     ratio_t = exp(logp_t - old_t)
     pg_t    = -min(ratio_t * A_i, clip(ratio_t, 1 - epsilon, 1 + epsilon_high) * A_i)
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator; ref: adapter disabled)
-    l_t     = pg_t + beta * kl_t                                (the KL term only when beta > 0)
+    H_t     = entropy of pi_theta(. | tokens_<t)                (only computed when used)
+    l_t     = pg_t + beta * kl_t - entropy_coef * H_t           (each term only when its coefficient > 0)
+
+**Choice sets** (``choices``, :class:`~agent_rl_plugin.train.choices.ChoiceSet`): every
+completion's assistant tokens must be one choice and the end-of-turn token (others are dropped
+and counted in ``not_a_choice``). Log-probs are then the *constrained* ones,
+``logp_t = logit[token_t] - logsumexp(logits[allowed_t])`` over the tokens ``allowed_t``
+allowed at that position (the same numbers as :func:`~agent_rl_plugin.train.choices.masked_logprob`;
+:mod:`agent_rl_plugin.train.offline_logprobs`), for the policy, the behaviour log-probs it is
+compared with and the KL reference alike, and ``H_t`` is the entropy over ``allowed_t``.
+**Forced** positions (one allowed token, e.g. the end-of-turn token after a complete choice)
+have log-prob 0 and ``loss_mask`` 0: they are never trained. Logged ``old_logprobs`` hold one
+value per assistant token in the same constrained form (0.0 on forced tokens), so the rule below
+(length equal to the assistant tokens) is unchanged. Without ``choices``, ``H_t`` is over the
+vocabulary, computed at the trained positions only and only when ``entropy_coef > 0``.
 
 Without behaviour log-probs the ratio is 1 with gradient ``grad logp`` (on-policy, a single
 pass), so ``pg_t`` is the REINFORCE term ``-A_i * logp_t`` in value and gradient and nothing is
@@ -45,6 +60,14 @@ clipped. With logged behaviour log-probs (``old_logprobs``, used when
 corrects for the policy having moved since the rollouts were logged, and clipping stops
 updates that would move it further than ``epsilon`` / ``epsilon_high``.
 
+**Early stop** (``target_kl``): over the trained tokens that have a behaviour log-prob,
+``approx_kl = mean((ratio_t - 1) - log ratio_t)``, measured in the forward passes of each
+optimizer step (the policy as it was when the step began; averaged over gradient-accumulation
+micro-batches and devices). After a step whose ``approx_kl`` exceeds ``target_kl`` training
+stops (a ``TrainerCallback`` sets ``control.should_training_stop``) and
+``TrainResult.extra["stopped_early"]`` is ``{"step": n, "approx_kl": x}`` (``None`` when it did
+not stop early). Without behaviour log-probs there is nothing to measure and it never stops.
+
 Normalisation over a micro-batch (:math:`M` the trained tokens, :math:`M_i` those of row
 :math:`i`, :math:`R` the rows with trained tokens):
 
@@ -52,7 +75,9 @@ Normalisation over a micro-batch (:math:`M` the trained tokens, :math:`M_i` thos
 * ``'sequence'`` (GRPO): ``loss = mean_{i in R} ( sum_{t in M_i} l_t / |M_i| )``.
 
 With gradient accumulation the Trainer averages the micro-batch losses; on several devices
-each normalises its own micro-batch and gradients are averaged.
+each normalises its own micro-batch and gradients are averaged. Rows with advantage 0 are
+left out unless ``skip_zero_advantage=False`` (then they add tokens to ``M`` and their KL and
+entropy terms, but no policy gradient).
 
 Logged metrics (per logging step, averaged over its micro-batches; from the main process):
 ``loss`` (the Trainer's), ``policy_loss`` (the normalised ``pg`` part), ``kl`` (mean ``kl_t``
@@ -61,19 +86,24 @@ clipped term was taken: ``ratio < 1 - epsilon`` with ``A < 0`` or ``ratio > 1 + 
 with ``A > 0``), ``ratio_mean``, ``behaviour_share`` (share of trained tokens whose ``old`` is a
 logged log-prob), ``advantage_mean`` (mean advantage of the rows), ``logp/positive`` and
 ``logp/negative`` (mean ``logp_t`` over trained tokens of positive / negative-advantage rows,
-when there are any), ``trained_tokens`` (trained tokens per optimizer step).
+when there are any), ``trained_tokens`` (trained tokens per optimizer step); and, when computed
+(:data:`CONTROL_METRICS`), ``entropy`` (mean ``H_t`` over trained tokens; with ``choices`` or
+``entropy_coef > 0``) and ``approx_kl`` (when behaviour log-probs are used).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import time
 from collections import defaultdict
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any
 
 from agent_rl_plugin.train.adapters import adopt_adapter_settings, prepare_policy, read_adapter
+from agent_rl_plugin.train.choices import ChoiceSet
 from agent_rl_plugin.train.common import (
     TrainError,
     TrainResult,
@@ -85,8 +115,18 @@ from agent_rl_plugin.train.common import (
 from agent_rl_plugin.train.config import TrainConfigError
 from agent_rl_plugin.train.grpo_config import OfflineGRPOTrainConfig
 from agent_rl_plugin.train.hardware import HardwareProfile, apply_hardware_profile
-from agent_rl_plugin.train.offline_data import OfflineCollator, build_examples, check_offline_dataset
-from agent_rl_plugin.train.tokenize import tokenize_completion
+from agent_rl_plugin.train.offline_data import ALLOWED_KEY, OfflineCollator, build_examples, check_offline_dataset
+from agent_rl_plugin.train.offline_logprobs import (
+    behaviour_logprobs,
+    completion_logprob,
+    entropy_from_logits,
+    logprobs_from_logits,
+    measure_logprobs,
+    shifted_logits,
+    token_logprobs,
+)
+
+logger = logging.getLogger(__name__)
 
 #: Metric names this trainer adds to the Trainer's log.
 METRICS = (
@@ -100,15 +140,25 @@ METRICS = (
     "logp/negative",
     "trained_tokens",
 )
+#: Metrics logged only when computed: ``entropy`` (with ``entropy_coef > 0`` or a choice set)
+#: and ``approx_kl`` (when logged behaviour log-probs are used).
+CONTROL_METRICS = ("entropy", "approx_kl")
 
 
-def token_logprobs(model: Any, input_ids: Any, attention_mask: Any) -> Any:
-    """Log-probs ``(batch, length - 1)`` of ``input_ids[:, 1:]`` under ``model`` (float32),
-    through TRL's ``selective_log_softmax``."""
-    from trl.trainer.utils import selective_log_softmax
+def _approx_kl_stop_callback(trainer: Any, target_kl: float) -> Any:
+    """A ``TrainerCallback`` that stops training after an optimizer step whose mean
+    ``approx_kl`` exceeds ``target_kl`` and records it in ``trainer.stopped_early``."""
+    from transformers import TrainerCallback
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-    return selective_log_softmax(logits[:, :-1, :], input_ids[:, 1:]).float()
+    class ApproxKLStop(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            approx_kl = trainer.take_step_approx_kl()
+            if approx_kl is not None and approx_kl > target_kl:
+                control.should_training_stop = True
+                trainer.stopped_early = {"step": state.global_step, "approx_kl": approx_kl}
+            return control
+
+    return ApproxKLStop()
 
 
 @functools.cache
@@ -117,7 +167,9 @@ def _trainer_class():
 
     class OfflineGRPOTrainer(Trainer):
         """``transformers.Trainer`` with the clipped policy-gradient loss of the module doc.
-        Batches come from :class:`~agent_rl_plugin.train.offline_data.OfflineCollator`."""
+        Batches come from :class:`~agent_rl_plugin.train.offline_data.OfflineCollator`.
+        ``target_kl``: stop after an optimizer step whose mean ``approx_kl`` exceeds it
+        (``stopped_early`` then holds ``{"step", "approx_kl"}``, else ``None``)."""
 
         loss_is_scaled_for_ga = False
 
@@ -128,6 +180,8 @@ def _trainer_class():
             epsilon_high: float | None = None,
             beta: float = 0.0,
             loss_normalization: str = "token",
+            entropy_coef: float = 0.0,
+            target_kl: float | None = None,
             **kwargs: Any,
         ) -> None:
             super().__init__(*args, **kwargs)
@@ -135,9 +189,51 @@ def _trainer_class():
             self.epsilon_high = float(epsilon if epsilon_high is None else epsilon_high)
             self.beta = float(beta)
             self.loss_normalization = loss_normalization
+            self.entropy_coef = float(entropy_coef)
+            self.stopped_early: dict[str, float] | None = None
             self._metrics: dict[str, list[float]] = defaultdict(list)
             self._window_tokens = 0.0
             self._window_batches = 0
+            self._step_kl = [0.0, 0.0]  # approx_kl (sum, count) of the current optimizer step
+            if target_kl is not None:
+                self.add_callback(_approx_kl_stop_callback(self, float(target_kl)))
+
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            # A fresh trainer's accelerator holds nothing to free, yet the training loop starts with
+            # accelerator.free_memory(), a full gc.collect() (0.25 s in a process with torch and
+            # transformers loaded). On CPU there is no device cache behind it: skip it there.
+            accelerator = self.accelerator
+            if self.args.device.type != "cpu" or "free_memory" in vars(accelerator):
+                return super().train(*args, **kwargs)
+            release = accelerator.free_memory
+            accelerator.free_memory = lambda *objects: release(*objects) if objects else []
+            try:
+                return super().train(*args, **kwargs)
+            finally:
+                del accelerator.free_memory
+
+        def take_step_approx_kl(self) -> float | None:
+            """Mean ``approx_kl`` of the optimizer step just taken (over every process), then
+            reset; ``None`` when no token of the step had a behaviour log-prob."""
+            total, count = self._step_kl
+            self._step_kl = [0.0, 0.0]
+            if self.accelerator.num_processes > 1:
+                import torch
+
+                summed = self.accelerator.reduce(
+                    torch.tensor([total, count], device=self.accelerator.device), reduction="sum"
+                )
+                total, count = summed.tolist()
+            return total / count if count > 0 else None
+
+        def _logprobs(self, model: Any, inputs: dict[str, Any], entropy_mask: Any = None) -> tuple[Any, Any]:
+            """``(logp, entropy)`` ``(batch, length - 1)``; entropy only with ``entropy_mask``."""
+            allowed = inputs.get(ALLOWED_KEY)
+            allowed = None if allowed is None else allowed[:, 1:]
+            logits = shifted_logits(model, inputs["input_ids"], inputs["attention_mask"])
+            logp = logprobs_from_logits(logits, inputs["input_ids"][:, 1:], allowed)
+            entropy = None if entropy_mask is None else entropy_from_logits(logits, allowed, entropy_mask)
+            return logp, entropy
 
         def _reference_logprobs(self, model: Any, inputs: dict[str, Any]) -> Any:
             import torch
@@ -146,7 +242,7 @@ def _trainer_class():
             if not hasattr(unwrapped, "disable_adapter"):
                 raise TrainError("beta > 0 needs a PEFT model: the reference is the model with its adapter disabled")
             with torch.no_grad(), unwrapped.disable_adapter():
-                return token_logprobs(unwrapped, inputs["input_ids"], inputs["attention_mask"])
+                return self._logprobs(unwrapped, inputs)[0]
 
         def _normalise(self, per_token: Any, mask: Any) -> Any:
             if self.loss_normalization == "sequence":
@@ -161,8 +257,11 @@ def _trainer_class():
         ) -> Any:
             import torch
 
-            logp = token_logprobs(model, inputs["input_ids"], inputs["attention_mask"])
-            mask = inputs["loss_mask"][:, 1:].to(logp.dtype)
+            loss_mask = inputs["loss_mask"][:, 1:]
+            # entropy over a choice set costs K values a position: always; over the vocabulary only when used
+            wants_entropy = self.entropy_coef > 0 or ALLOWED_KEY in inputs
+            logp, entropy = self._logprobs(model, inputs, loss_mask if wants_entropy else None)
+            mask = loss_mask.to(logp.dtype)
             advantages = inputs["advantages"][:, 1:].to(logp.dtype)
             behaviour = inputs["old_mask"][:, 1:].bool() & mask.bool()
             old = torch.where(behaviour, inputs["old_logprobs"][:, 1:].to(logp.dtype), logp.detach())
@@ -175,11 +274,13 @@ def _trainer_class():
                 delta = self._reference_logprobs(model, inputs) - logp
                 kl = torch.exp(delta) - delta - 1.0
                 per_token = per_token + self.beta * kl
+            if self.entropy_coef > 0:
+                per_token = per_token - self.entropy_coef * entropy
             loss = self._normalise(per_token, mask)
-            self._record(logp, mask, advantages, ratio, behaviour, policy_loss, kl)
+            self._record(logp, old, mask, advantages, ratio, behaviour, policy_loss, kl, entropy)
             return (loss, {"logp": logp}) if return_outputs else loss
 
-        def _record(self, logp, mask, advantages, ratio, behaviour, policy_loss, kl) -> None:
+        def _record(self, logp, old, mask, advantages, ratio, behaviour, policy_loss, kl, entropy) -> None:
             """Append this micro-batch's metrics (one device-to-host copy)."""
             import torch
 
@@ -191,6 +292,8 @@ def _trainer_class():
                 counts = mask.sum(dim=1)
                 rows = counts > 0
                 per_row_advantage = (advantages * mask).sum(dim=1) / counts.clamp(min=1.0)
+                log_ratio = (logp - old).detach()
+                approx_kl = torch.where(behaviour, torch.expm1(log_ratio) - log_ratio, torch.zeros_like(log_ratio))
                 # name -> (sum, count); a metric with count 0 is not recorded
                 parts = {
                     "policy_loss": (policy_loss.detach(), torch.ones_like(policy_loss)),
@@ -201,9 +304,12 @@ def _trainer_class():
                     "logp/negative": ((logp.detach() * negative).sum(), negative.sum()),
                     # a row's advantage sits on each of its trained tokens
                     "advantage_mean": (per_row_advantage[rows].sum(), rows.sum()),
+                    "approx_kl": (approx_kl.sum(), behaviour.sum()),
                 }
                 if kl is not None:
                     parts["kl"] = ((kl.detach() * mask).sum(), mask.sum())
+                if entropy is not None:
+                    parts["entropy"] = ((entropy.detach() * mask).sum(), mask.sum())
                 names = list(parts)
                 numbers = torch.stack(
                     [torch.stack([total.float(), count.float()]) for total, count in parts.values()]
@@ -212,6 +318,9 @@ def _trainer_class():
             for name, (total, count) in zip(names, numbers):
                 if count > 0:
                     self._metrics[name].append(total / count)
+            kl_total, kl_count = numbers[names.index("approx_kl")]
+            self._step_kl[0] += kl_total
+            self._step_kl[1] += kl_count
             self._window_tokens += numbers[-1][0]
             self._window_batches += 1
 
@@ -236,6 +345,22 @@ def __getattr__(name: str) -> Any:
         globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _write_model_card(config: OfflineGRPOTrainConfig, method: str) -> None:
+    """A short model card (``README.md``) for the adapter directory, unless it has one. PEFT
+    adds its metadata to an existing card; without one it renders the Hub's full template with
+    jinja (about 0.05 s a save)."""
+    card = Path(config.output_dir) / "adapter" / "README.md"
+    if card.exists():
+        return
+    card.parent.mkdir(parents=True, exist_ok=True)
+    card.write_text(
+        f"---\nlibrary_name: peft\n---\n# LoRA adapter ({method})\n\n"
+        f"Trained by agent_rl_plugin's train_offline_grpo on logged completions with advantages, "
+        f"on the base model `{config.model}`.\n\n",
+        encoding="utf-8",
+    )
 
 
 def train_offline_grpo(
@@ -266,9 +391,11 @@ def train_offline_grpo(
     Returns a :class:`TrainResult` with ``method`` ``"offline_grpo"`` (episode level) or
     ``"gigpo"`` (step level), ``n_rows`` the examples trained on, ``n_desirable`` /
     ``n_undesirable`` the positive / negative-advantage examples, and in ``extra`` the
-    counts of :func:`~agent_rl_plugin.train.offline_data.build_examples` plus ``format`` and
-    ``advantage_level``. Raises :class:`TrainError` for data that cannot be trained on (wrong
-    columns, empty, every advantage 0) and :class:`TrainConfigError` for a bad checkpoint or an
+    counts of :func:`~agent_rl_plugin.train.offline_data.build_examples` (``not_a_choice``,
+    ``zero_advantage_skipped``, ...) plus ``format``, ``advantage_level``, ``stopped_early``
+    (``target_kl``: ``{"step", "approx_kl"}`` or ``None``) and, unless ``measure_examples`` is 0,
+    ``logprobs`` (:func:`measure_logprobs`). Raises :class:`TrainError` for data that cannot be
+    trained on (wrong columns, empty, every advantage 0, no completion one of ``choices``) and :class:`TrainConfigError` for a bad checkpoint or an
     adapter that is missing, not LoRA, of another rank or for another base model.
     """
     if not isinstance(config, OfflineGRPOTrainConfig):
@@ -286,13 +413,18 @@ def train_offline_grpo(
 
     started = time.perf_counter()
     model, tokenizer = load_model_and_tokenizer(config.model)
+    choices = ChoiceSet(tokenizer, config.choices) if config.choices else None
     built = build_examples(
         dataset,
         tokenizer,
         max_length=config.max_length,
         train_tool_tokens=config.train_tool_tokens,
         use_behaviour_logprobs=config.use_behaviour_logprobs,
+        choices=choices,
+        skip_zero_advantage=config.skip_zero_advantage,
     )
+    if config.target_kl is not None and not built.stats["old_logprobs_used"]:
+        logger.warning("target_kl is set but no example has usable behaviour log-probs: training will not stop early")
     if tokenizer.pad_token_id is None:
         raise TrainConfigError("the tokenizer has neither a pad token nor an end-of-sequence token to pad with")
     set_seed(config.seed)
@@ -313,15 +445,24 @@ def train_offline_grpo(
         epsilon_high=config.epsilon_high,
         beta=config.beta,
         loss_normalization=config.loss_normalization,
+        entropy_coef=config.entropy_coef,
+        target_kl=config.target_kl,
     )
+    if not progress:  # no bar, and no metrics dict printed per step either
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
     output = trainer.train(resume_from_checkpoint=resume)
+    method = "gigpo" if config.advantage_level == "step" else "offline_grpo"
+    if trainer.args.should_save:
+        _write_model_card(config, method)
     adapter_path = save_adapter(trainer, config.output_dir)
     metrics, history = summarize_run(trainer, output)
     stats: dict[str, Any] = dict(built.stats)  # counts, plus the "logprobs" measurements
     if config.measure_examples:
         stats["logprobs"] = measure_logprobs(trainer.model, built.examples, config.measure_examples)
     return TrainResult(
-        method="gigpo" if config.advantage_level == "step" else "offline_grpo",
+        method=method,
         hardware=profile.to_dict(),
         resumed_from=resume,
         output_dir=config.output_dir,
@@ -337,84 +478,17 @@ def train_offline_grpo(
             "format": built.format,
             "advantage_level": config.advantage_level,
             "continued_from": saved.path if saved else None,
+            "stopped_early": trainer.stopped_early,
             **stats,
         },
     )
 
 
-def measure_logprobs(model: Any, examples: Sequence[dict[str, list]], limit: int) -> dict[str, dict[str, float]]:
-    """Mean log-prob per trained token of the positive- and of the negative-advantage examples
-    (the first ``limit`` of each sign), under the base (adapter disabled) and the trained
-    policy: ``{"base": {"positive": .., "negative": ..}, "trained": {...}}`` (a sign with no
-    example is left out). Offline GRPO/GiGPO should raise ``positive`` and lower ``negative``."""
-    import torch
-
-    picked: dict[str, list[dict[str, list]]] = {"positive": [], "negative": []}
-    for example in examples:
-        advantage = next((a for a, m in zip(example["advantages"], example["loss_mask"]) if m), 0.0)
-        sign = "positive" if advantage > 0 else "negative" if advantage < 0 else None
-        if sign and len(picked[sign]) < limit:
-            picked[sign].append(example)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-
-    def mean_logp(rows: list[dict[str, list]]) -> float:
-        total, count = 0.0, 0
-        for row in rows:
-            ids = torch.tensor([row["input_ids"]], device=device)
-            logp = token_logprobs(model, ids, torch.ones_like(ids))[0].float()
-            mask = torch.tensor(row["loss_mask"][1:], device=device, dtype=logp.dtype)
-            total += float((logp * mask).sum())
-            count += int(mask.sum())
-        return total / max(count, 1)
-
-    result: dict[str, dict[str, float]] = {"base": {}, "trained": {}}
-    try:
-        with torch.no_grad():
-            for sign, rows in picked.items():
-                if not rows:
-                    continue
-                result["trained"][sign] = mean_logp(rows)
-                with model.disable_adapter():
-                    result["base"][sign] = mean_logp(rows)
-    finally:
-        model.train(was_training)
-    return result
-
-
-def completion_logprob(
-    model: Any,
-    tokenizer: Any,
-    prompt: str | Sequence[dict],
-    completion: str | Sequence[dict],
-    *,
-    train_tool_tokens: bool = False,
-    max_length: int | None = None,
-    mean: bool = False,
-) -> float:
-    """Sum (``mean=True``: mean) of the log-probs of the tokens of ``completion`` that offline
-    GRPO trains (same tokenisation and mask), under ``model`` as it is (with its adapter, if
-    any; wrap in ``model.disable_adapter()`` for the base). For evaluation and tests."""
-    import torch
-
-    tokens = tokenize_completion(
-        tokenizer, prompt, completion, max_length=max_length, train_tool_tokens=train_tool_tokens
-    )
-    if tokens.n_trained == 0:
-        raise TrainError("the completion has no token to score")
-    device = next(model.parameters()).device
-    ids = torch.tensor([tokens.input_ids], device=device)
-    with torch.no_grad():
-        logp = token_logprobs(model, ids, torch.ones_like(ids))[0]
-    mask = torch.tensor(tokens.loss_mask[1:], device=device, dtype=logp.dtype)
-    total = float((logp * mask).sum())
-    return total / float(mask.sum()) if mean else total
-
-
 __all__ = [  # noqa: F822 - OfflineGRPOTrainer comes from the module __getattr__ (built on first use)
+    "CONTROL_METRICS",
     "METRICS",
     "OfflineGRPOTrainer",
+    "behaviour_logprobs",
     "completion_logprob",
     "measure_logprobs",
     "token_logprobs",
