@@ -68,6 +68,7 @@ STEP_INDEX: Final = "agent_rl.step.index"
 STATE_KEY: Final = "agent_rl.state.key"  # GiGPO state key of an LLM step (the steps view's state_key)
 LOGPROBS: Final = "agent_rl.logprobs"  # JSON list of floats: behaviour log-probs of the sampled output tokens
 TOKEN_IDS: Final = "agent_rl.token_ids"  # JSON list of ints: the sampled output token ids (content)
+POLICY_VERSION: Final = "agent_rl.policy.version"  # the policy (model + adapter) version that answered an LLM call
 AGENT_ROLE: Final = "agent_rl.agent.role"  # "agent" | "orchestrator"
 STREAM_CHUNKS: Final = "agent_rl.stream.chunks"  # number of chunks a stream yielded
 STREAM_OUTCOME: Final = "agent_rl.stream.outcome"  # exhausted | closed | error | collected

@@ -35,6 +35,8 @@ from bench import harness  # noqa: E402
 
 #: Longest a row may take before it is stopped and reported as an error (seconds).
 ROW_TIMEOUT_S = {"full": 420, "quick": 90}
+#: Rows that need longer (the learning row runs 18 training loops).
+ROW_TIMEOUT_OVERRIDES_S = {"learning": {"full": 3600, "quick": 600}}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -75,7 +77,8 @@ def run_child(row_id: str, quick: bool, workdir: Path, quiet: bool) -> harness.R
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")  # only the built-in plugins: the same set everywhere
-    timeout = ROW_TIMEOUT_S["quick" if quick else "full"]
+    size = "quick" if quick else "full"
+    timeout = ROW_TIMEOUT_OVERRIDES_S.get(row_id, ROW_TIMEOUT_S)[size]
     started = time.perf_counter()
     # Its own process group, so that a row stopped for taking too long takes its helpers along.
     proc = subprocess.Popen(command, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=None, text=True,

@@ -53,6 +53,8 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("gigpo", "bench.gigpo", "GiGPO advantages for 1M steps", ">= 20x per-row Python, equal to 1e-6"),
     ("train", "bench.train_kto", "agent-rl train kto wall time", "<= 1.05x a plain TRL script"),
     ("memory", "bench.memory", "peak RSS of an agent process exporting 100k spans", "<= +100 MB over uninstrumented"),
+    ("learning", "bench.learning", "closed loop: held-out success per round, GRPO vs GiGPO vs RLOO, 3 seeds, 2 envs",
+     "GRPO on the grid +0.5 on every seed; keydoor: GiGPO rounds to 0.8 <= 0.75x GRPO's"),
     ("gpu_kto", "bench.gpu", "LoRA KTO tokens/s, Qwen2-0.5B shape, random weights (GPU)", ">= 0.95x plain TRL"),
     ("gpu_grpo", "bench.gpu", "LoRA GRPO tokens/s, Qwen2-0.5B shape, random weights (GPU)", ">= 0.95x plain TRL"),
 )

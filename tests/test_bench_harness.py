@@ -103,7 +103,7 @@ def test_row_round_trip_and_report_shape(tmp_path):
 
 def test_rows_are_registered():
     assert harness.ROW_IDS == ("overhead", "ingest", "startup", "spool", "receiver", "dataset", "gigpo", "train", "memory",
-                               "gpu_kto", "gpu_grpo")
+                               "learning", "gpu_kto", "gpu_grpo")
     with pytest.raises(KeyError):
         harness.row_spec("nope")
 

@@ -185,7 +185,7 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     exe = shutil.which("agent-rl") or str(Path(sys.executable).parent / "agent-rl")
     db = tmp_path / "demo.duckdb"
     started = time.perf_counter()
-    result = subprocess.run([exe, "demo", "--db", str(db), "--json"], capture_output=True, text=True, timeout=180)
+    result = subprocess.run([exe, "demo", "--tour", "--db", str(db), "--json"], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["rollouts_run"] == 16
@@ -230,7 +230,7 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path):
     con.close()
     assert time.perf_counter() - started < 180
     # the human-readable run prints the tree and the next queries
-    human = subprocess.run([exe, "demo", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
+    human = subprocess.run([exe, "demo", "--tour", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
     assert human.returncode == 0, human.stderr
     assert "Try next" in human.stdout and "execute_tool calculate" in human.stdout
     assert "training runs" in human.stdout and "GiGPO" in human.stdout

@@ -39,7 +39,7 @@ def demo_db(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("cookbook")
     db = tmp / "demo.duckdb"
     result = subprocess.run(
-        [agent_rl(), "demo", "--db", str(db), "--json"],
+        [agent_rl(), "demo", "--tour", "--db", str(db), "--json"],
         cwd=tmp, env=ENV, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -264,3 +264,15 @@ def test_adapter_refuses_overlapping_starts_and_steps_before_reset():
     env, _ = counter()
     with pytest.raises(EnvError, match="has not been reset"):
         env.step("inc")
+
+
+def test_keydoor_key_reward_is_partial_credit_paid_once_and_checked():
+    env = KeyDoor(key_reward=0.5)
+    env.reset((3, 0))
+    picked = env.step("down")
+    assert picked.info["picked_key"] is True and picked.reward == 0.5 and not picked.done
+    assert env.step("up").reward == 0.0  # paid once
+    with pytest.raises(EnvError, match=r"key_reward must be a number in \[0, 1\)"):
+        KeyDoor(key_reward=1.0)
+    with pytest.raises(EnvError, match="key_reward"):
+        KeyDoor(key_reward=True)

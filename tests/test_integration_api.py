@@ -17,8 +17,10 @@ SOURCES = sorted((ROOT / "integrations").glob("*/src/**/*.py"))
 
 #: The modules an integration may import from agent-rl-plugin. ``rewards`` and
 #: ``rewards.builtin`` are the documented reward API (a reward class is not part of recording,
-#: so ``integration``, a layer below the rewards, cannot re-export it).
+#: so ``integration``, a layer below the rewards, cannot re-export it). ``envs`` is the documented
+#: environment protocol an environment integration implements (docs/environments.md).
 PUBLIC_MODULES = {
+    "agent_rl_plugin.envs",
     "agent_rl_plugin",
     "agent_rl_plugin.integration",
     "agent_rl_plugin.hookspecs",

@@ -434,7 +434,7 @@ def test_demo_database(tmp_path):
     """``agent-rl demo`` then ``agent-rl report`` as a user would run them (about 60 s)."""
     db = tmp_path / "demo.duckdb"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "agent_rl_plugin", "demo", "--db", str(db), "--json"], check=True,
+    subprocess.run([sys.executable, "-m", "agent_rl_plugin", "demo", "--tour", "--db", str(db), "--json"], check=True,
                    capture_output=True, timeout=600)
     summary = build_report(str(db), tmp_path / "demo.html")
     assert summary.counts["training_runs"] == 3 and summary.counts["rollouts"] == 16

@@ -33,6 +33,7 @@ FROZEN = {
     "0007_training_runs": "5dd76de863c64036",
     "0008_segment_ledger": "0f46fb89025fdb96",
     "0009_episode_rewards": "3bcd3ebf9637caf1",
+    "0010_loop_rounds": "a3ed2aeb1ae4053a",
 }
 
 

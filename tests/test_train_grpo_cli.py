@@ -50,14 +50,35 @@ def runs(path: Path) -> list[tuple]:
 SMALL = ("--max-steps", "3", "--batch-size", "4", "--lora-r", "4", "--lr", "5e-3")
 
 
-def test_offline_grpo_trains_on_the_logged_groups(scored, tiny, tmp_path, capsys):
+def test_offline_grpo_trains_every_llm_call_of_multi_step_rollouts(scored, tiny, tmp_path, capsys):
     code, out, err = agent_rl(
         capsys, "train", "grpo", "--offline", "--model", tiny, "--db", str(scored), "--where", "task_id is not null",
         *SMALL, "--out", str(tmp_path / "grpo"), "--json",
     )
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["method"] == "offline_grpo" and summary["steps"] == 3
+    assert summary["method"] == "offline_grpo" and summary["recipe"] == "steps"
+    con = duckdb.connect(str(scored), read_only=True)
+    try:
+        llm_calls = con.execute("select count(*) from llm_calls where task_id is not null").fetchone()[0]
+        grpo_rows = con.execute("select count(*) from advantages where method = 'grpo'").fetchone()[0]
+    finally:
+        con.close()
+    # the demo agent makes several calls per rollout: each is a training row, with its episode's advantage
+    assert summary["extra"]["format"] == "completions" and summary["extra"]["advantage_level"] == "step"
+    assert summary["extra"]["steps_total"] if "steps_total" in summary["extra"] else True
+    assert grpo_rows == 8 and llm_calls > 8
+    assert runs(scored) == [("offline_grpo", "ok", "task_id is not null", summary["rows"])]
+
+
+def test_offline_grpo_recipe_groups_trains_one_completion_per_rollout(scored, tiny, tmp_path, capsys):
+    code, out, err = agent_rl(
+        capsys, "train", "grpo", "--offline", "--model", tiny, "--db", str(scored), "--where", "task_id is not null",
+        "--recipe", "groups", *SMALL, "--out", str(tmp_path / "grpo"), "--json",
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["method"] == "offline_grpo" and summary["steps"] == 3 and summary["recipe"] == "groups"
     assert summary["rows"] > 0 and summary["extra"]["format"] == "groups"
     assert set(summary["moved"]) <= {"logp/positive", "logp/negative"} and summary["moved"]
     assert Path(summary["adapter_path"], "adapter_config.json").is_file()

@@ -38,6 +38,8 @@ COMMAND_PLUGINS: dict[str, str] = {
     "cli_serve": "agent_rl_plugin.cli.serve",
     "cli_ingest": "agent_rl_plugin.cli.ingest",
     "cli_report": "agent_rl_plugin.cli.report",
+    "cli_policy": "agent_rl_plugin.cli.policy",
+    "cli_loop": "agent_rl_plugin.cli.loop",
 }
 
 

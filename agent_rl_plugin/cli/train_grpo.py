@@ -89,6 +89,12 @@ def grpo_command(
         False, "--from-table", help="--level step: read advantages from the advantages table."
     ),
     run_id: Optional[str] = typer.Option(None, "--advantages-run", help="--level step: that advantages run's rows."),
+    recipe: str = typer.Option(
+        "auto",
+        "--recipe",
+        help="--offline, episode level: 'steps' trains every LLM call with its episode's GRPO advantage, "
+        "'groups' one completion per rollout, 'auto' steps when a rollout made several LLM calls.",
+    ),
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
 ) -> None:
@@ -113,6 +119,7 @@ def grpo_command(
                 weights=weights,
                 from_table=from_table,
                 run_id=run_id,
+                recipe=recipe,
                 on_profile=profile_printer(json_output),
                 on_warning=warn,
             )

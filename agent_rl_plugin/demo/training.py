@@ -100,7 +100,9 @@ def train_all(
 
     def grpo() -> dict[str, Any]:
         config = OfflineGRPOTrainConfig(output_dir=out("grpo"), batch_size=4, advantage_level="episode", **offline)
-        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, progress=False)
+        # the tour shows the group dataset (one completion per rollout); the default for
+        # multi-step rollouts would train every call (recipe "steps"), as the gigpo run does
+        return run_grpo_offline(config, db=path, sql=sql, weights=DEMO_REWARDS, recipe="groups", progress=False)
 
     def gigpo() -> dict[str, Any]:
         config = OfflineGRPOTrainConfig(output_dir=out("gigpo"), batch_size=4, advantage_level="step", **offline)

@@ -78,6 +78,7 @@ from agent_rl_plugin.semconv import (
     LOGPROBS,
     OP_CHAT,
     OP_EXECUTE_TOOL,
+    POLICY_VERSION,
     REASONING,
     REWARD_METADATA,
     REWARD_SOURCE,
@@ -243,6 +244,7 @@ def record_llm_call(
     state_key: str | None = None,
     logprobs: Sequence[float] | None = None,
     token_ids: Sequence[int] | None = None,
+    policy_version: str | None = None,
     **attributes: Any,
 ) -> SpanContext | None:
     """Record one LLM call made outside a traced client, as a finished ``chat {model}`` span.
@@ -259,6 +261,9 @@ def record_llm_call(
       (``agent_rl.logprobs``; the step dataset's ``old_logprobs``). Finite numbers.
     * ``token_ids``: the sampled output token ids (``agent_rl.token_ids``; ints >= 0, as many
       as ``logprobs`` when both are given). Stored only when content is captured.
+    * ``policy_version``: which policy answered (``agent_rl.policy.version``; a training loop
+      sets it to its round's adapter version), so every step is traceable to the weights that
+      produced it.
 
     Any sequence works (a list, a tuple, a numpy array). An invalid value is logged once and
     left out (both lists, when their lengths differ); it never raises into the agent.
@@ -299,6 +304,8 @@ def record_llm_call(
             if value is not None:
                 attrs[key] = to_attribute_value(value, size)
         attrs.update(_training_attributes(state_key, logprobs, token_ids))
+        if policy_version is not None:
+            attrs[POLICY_VERSION] = str(policy_version)
         start_ns, end_ns = _times(start_time, end_time, duration_s)
         return _finished_span(f"{OP_CHAT} {model}", attrs, start_ns, end_ns, error)
     except Exception:

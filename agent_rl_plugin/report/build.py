@@ -3,7 +3,7 @@
 The file is self-contained (inline CSS, one inline script, plots as inline SVG; a
 Content-Security-Policy forbids any network access) and written atomically (a temporary file
 next to ``out``, then renamed). Rollout sections follow ``where`` (a condition over the
-``rollouts`` view); training runs are listed whatever ``where`` says.
+``rollouts`` view); training runs and training loops are listed whatever ``where`` says.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Callable, Sequence
 
 from agent_rl_plugin.report import html as h
+from agent_rl_plugin.report import loops as lp
 from agent_rl_plugin.report import plots as p
 from agent_rl_plugin.report import queries as q
 from agent_rl_plugin.report import sections as s
@@ -34,6 +35,11 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("training", "Training"),
     ("worst", "Worst rollouts"),
 )
+#: The section only a store with closed training loops (``loop_rounds`` rows) has; it comes
+#: right after Training. Not in :data:`SECTIONS`, the sections every full store has.
+LOOPS_SECTION = ("loops", "Training loops")
+_AFTER = [sid for sid, _ in SECTIONS].index("training") + 1
+_ORDER = (*SECTIONS[:_AFTER], LOOPS_SECTION, *SECTIONS[_AFTER:])
 
 #: Progress steps, for ``progress(step, done, total)``.
 STEPS = (
@@ -45,6 +51,7 @@ STEPS = (
     "tokens",
     "coordination",
     "training runs",
+    "training loops",
     "traces",
     "writing",
 )
@@ -205,8 +212,9 @@ def _sections(
         if runs:
             html_text, plots = s.training(connection, runs, summary.counts["training_runs"])
             add("training", html_text, plots)
+        _loops(connection, summary, add, step)
         step("traces")
-        nav = [(sid, label) for sid, label in SECTIONS if sid in present]
+        nav = [(sid, label) for sid, label in _ORDER if sid in present]
         summary.sections = present
         summary.plots = [x.id for x in all_plots]
         return "".join(parts), nav
@@ -282,13 +290,23 @@ def _sections(
             [],
         )
     add("training", html_text, plots)
+    _loops(connection, summary, add, step)
 
     step("traces")
     data = q.trace_data(connection, [row["rollout_id"] for row, _ in listed])
     add("worst", s.worst(listed, data, reward_rows, linked, worst))
     summary.traces = len(listed)
     summary.counts["traces"] = len(listed)
-    nav = [(sid, label) for sid, label in SECTIONS if sid in present]
+    nav = [(sid, label) for sid, label in _ORDER if sid in present]
     summary.sections = present
     summary.plots = [x.id for x in all_plots]
     return "".join(parts), nav
+
+
+def _loops(connection: Any, summary: ReportSummary, add: Callable[..., None], step: Callable[[str], None]) -> None:
+    """The Training loops section, when the store has loop rounds (not filtered by ``where``)."""
+    step("training loops")
+    found = lp.section(connection)
+    summary.counts.update(found[2] if found else {"loops": 0, "loop_rounds": 0})
+    if found:
+        add(LOOPS_SECTION[0], found[0], found[1])

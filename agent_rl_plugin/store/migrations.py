@@ -34,6 +34,7 @@ TABLE_NAMES: tuple[str, ...] = (
     "advantages",
     "training_runs",
     "training_metrics",
+    "loop_rounds",
 )
 
 Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
@@ -313,6 +314,46 @@ SEGMENT_LEDGER_SQL = f"""CREATE TABLE {SEGMENT_LEDGER_TABLE} (
 );
 COMMENT ON TABLE {SEGMENT_LEDGER_TABLE} IS 'Spool segments (<db>.spool/NAME.spans.parquet) merged into this file.'"""
 
+_LOOP_ROUNDS_COMMENTS = {
+    "loop_id": "The training loop (its name, or an id derived from its settings).",
+    "round": "Round number: 0 is the starting policy (evaluated, not trained); round k trained on rollouts of policy k-1.",
+    "status": "done (the round finished), skipped (no rollout group had a reward difference: nothing to train), or failed.",
+    "env": "The environment the loop trains on.",
+    "method": "Advantage method: grpo, rloo, dr_grpo or gigpo.",
+    "seed": "The loop's seed.",
+    "policy_version": "The policy version after this round (the agent_rl.policy.version of the next round's LLM calls).",
+    "adapter_path": "The LoRA adapter the round ends with (NULL: the base model).",
+    "rollout_run_id": "run_id of the round's rollouts (rollouts.metadata run_id).",
+    "advantage_run_id": "advantages.run_id of the round.",
+    "training_run_id": "training_runs.run_id of the round.",
+    "train_success": "Share of the round's training rollouts that reached the goal (sampled, policy k-1).",
+    "heldout_success": "Share of held-out starts the policy after this round solves, acting greedily.",
+    "seconds": "Wall seconds per phase (JSON: rollouts, advantages, dataset, train, reload, eval).",
+    "details": "JSON: counts and training metrics of the round.",
+    "created_at": "When the round was recorded (UTC).",
+}
+
+LOOP_ROUNDS_SQL = f"""CREATE TABLE loop_rounds (
+    loop_id VARCHAR NOT NULL,
+    round INTEGER NOT NULL,
+    status VARCHAR NOT NULL,
+    env VARCHAR,
+    method VARCHAR,
+    seed BIGINT,
+    policy_version VARCHAR,
+    adapter_path VARCHAR,
+    rollout_run_id VARCHAR,
+    advantage_run_id VARCHAR,
+    training_run_id VARCHAR,
+    train_success DOUBLE,
+    heldout_success DOUBLE,
+    seconds JSON,
+    details JSON,
+    created_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE loop_rounds IS 'One row per round of a closed training loop (agent-rl loop, agent-rl demo): what it trained on and how well the policy did.';
+{_comments("loop_rounds", _LOOP_ROUNDS_COMMENTS)}"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -344,6 +385,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "View episode_rewards (the one definition of the episode reward); rollouts.total_reward reads it.",
         ";\n".join(VIEWS_V3.values()) + ";",
     ),
+    Migration("0010_loop_rounds", "Table loop_rounds: the rounds of closed training loops.", LOOP_ROUNDS_SQL),
 )
 
 _lock = threading.Lock()

@@ -134,6 +134,10 @@ class SpoolWriter(StoreWriter):
             try:
                 result = try_merge(self.path, wait_s=wait_s, max_segments=CHUNK_SEGMENTS)
             except Exception as exc:
+                if self._stop_merging.is_set() and "Interrupt" in type(exc).__name__:
+                    # closing at exit interrupted a background merge: it rolled back, its segments
+                    # stay in the spool and the next reader or writer merges them; nothing is lost
+                    return
                 self._report("merge", exc)
                 return
             if result is None:

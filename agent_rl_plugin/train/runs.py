@@ -21,6 +21,7 @@ argument to change), :class:`~agent_rl_plugin.data.DatasetError` and
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Optional
 
@@ -223,6 +224,24 @@ def run_grpo_online(
     return summary
 
 
+#: How episode-level offline GRPO turns rollouts into training rows (see :func:`run_grpo_offline`).
+RECIPES = ("auto", "steps", "groups")
+
+
+def _llm_calls_per_rollout(db: str | None, where: str | None, sql: str | None) -> tuple[list[str], int]:
+    """The selected rollouts' ids and the most LLM calls one of them made."""
+    from agent_rl_plugin.data.sql import open_store, select_rollouts
+
+    with open_store(db) as connection:
+        ids = [str(v) for v in select_rollouts(connection, where, sql).column("rollout_id").to_pylist()]
+        found = connection.execute(
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM steps WHERE kind = 'llm' "
+            "AND rollout_id IN (SELECT unnest(?)) GROUP BY rollout_id)",
+            [ids],
+        ).fetchone()
+    return ids, int(found[0]) if found else 0
+
+
 def run_grpo_offline(
     config: Any,
     *,
@@ -234,6 +253,7 @@ def run_grpo_offline(
     from_table: bool = False,
     run_id: str | None = None,
     min_group_size: int = 2,
+    recipe: str = "auto",
     record: bool = True,
     progress: bool = True,
     on_profile: Optional[Report] = None,
@@ -241,14 +261,41 @@ def run_grpo_offline(
 ) -> dict[str, Any]:
     """Offline GRPO (``config.advantage_level == 'episode'``) or GiGPO (``'step'``; advantages
     computed, or read from the ``advantages`` table with ``from_table`` / ``run_id``) on logged
-    rollouts; returns the summary with the log-probs that moved. Raises one of :func:`run_errors`."""
+    rollouts; returns the summary with the log-probs that moved. Raises one of :func:`run_errors`.
+
+    ``recipe`` (episode level, from the store): ``"groups"`` trains one completion per rollout
+    (the GRPO group dataset: the rollout's last LLM call); ``"steps"`` trains **every** LLM call
+    of each rollout with its episode's GRPO advantage (GRPO advantages written to the
+    ``advantages`` table, then the step dataset); ``"auto"`` (default) takes ``"steps"`` when a
+    selected rollout made more than one LLM call, else ``"groups"``. The summary's ``recipe``
+    says which ran."""
     # the data layer (duckdb) and the trainers (torch) load only when a run starts
     from agent_rl_plugin.data import BuildReport, build_grpo_dataset, build_step_dataset
     from agent_rl_plugin.train.offline import train_offline_grpo
 
     _one_source(where=where, sql=sql, dataset_file=dataset_file)
+    if recipe not in RECIPES:
+        raise with_hint(TrainError(f"unknown recipe {recipe!r}"), f"use one of {', '.join(RECIPES)}", "recipe")
     step_level = config.advantage_level == "step"
     method = "gigpo" if step_level else "offline_grpo"
+    used_recipe = "steps" if step_level else "groups"
+    dataset_sql = _dataset_sql(where, sql, dataset_file)
+    if not step_level and not dataset_file and recipe != "groups":
+        ids, calls = _llm_calls_per_rollout(db, where, sql)
+        if recipe == "steps" or calls > 1:
+            from agent_rl_plugin.rl import compute_advantages
+
+            if db is None:
+                raise TrainError("offline GRPO from the store needs a database", hint="pass --db")
+            advantages = compute_advantages(db, "grpo", rollout_ids=ids, weights=weights, write=True)
+            config = dataclasses.replace(config, advantage_level="step")
+            step_level, from_table, run_id, used_recipe = True, True, advantages.run_id, "steps"
+            where, sql = None, None
+            where_ids: list[str] | None = ids
+        else:
+            where_ids = None
+    else:
+        where_ids = None
     report = None
     if dataset_file:
         columns = ("prompt", "completion", "advantage") if step_level else ("prompt", "completions", "advantages")
@@ -257,7 +304,14 @@ def run_grpo_offline(
         report = BuildReport()
         if step_level:
             dataset = build_step_dataset(
-                db, where=where, sql=sql, weights=weights, from_table=from_table, run_id=run_id, report=report
+                db,
+                where=where,
+                sql=sql,
+                weights=weights,
+                from_table=from_table,
+                run_id=run_id,
+                report=report,
+                rollout_ids=where_ids,
             )
         else:
             dataset = build_grpo_dataset(
@@ -266,7 +320,6 @@ def run_grpo_offline(
         if len(dataset) == 0:
             raise _nothing_to_train("steps" if step_level else "GRPO groups", report)
     profile = apply_profile(config, on_profile)
-    dataset_sql = _dataset_sql(where, sql, dataset_file)
     result, new_run_id = train_recorded(
         method=method,
         config=config,
@@ -277,6 +330,7 @@ def run_grpo_offline(
         train=lambda: train_offline_grpo(config, dataset, hardware=profile, progress=progress),
     )
     summary = _summary(method, config, result, new_run_id, dataset_sql, profile)
+    summary["recipe"] = used_recipe
     lines, moved = [], {}
     measured = result.extra.get("logprobs") or {}
     for sign, label in (
@@ -293,4 +347,4 @@ def run_grpo_offline(
     return summary
 
 
-__all__ = ["run_errors", "run_grpo_offline", "run_grpo_online", "run_kto"]
+__all__ = ["RECIPES", "run_errors", "run_grpo_offline", "run_grpo_online", "run_kto"]
