@@ -402,3 +402,31 @@ def test_reading_a_store_this_process_records_into_before_any_span(plugin_manage
         assert connection.execute("select count(*) from spans").fetchone()[0] == 0
     finally:
         connection.close()
+
+
+def test_an_interrupted_background_merge_is_deferred_not_reported_and_loses_nothing(tmp_path, monkeypatch):
+    import agent_rl_plugin.store.spool_writer as spool_writer
+
+    db = tmp_path / "s.duckdb"
+    for _ in range(3):
+        write_segment(db, recorded(2).spans)
+    from agent_rl_plugin.store.writer import ExportStats
+
+    reported = []
+    writer = spool_writer.SpoolWriter(str(db), stats=ExportStats(), report=lambda kind, exc: reported.append((kind, exc)))
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+
+    monkeypatch.setattr(spool_writer, "try_merge", interrupted)
+    writer._merge(0.0)
+    assert calls and writer.merges_interrupted == 1 and reported == []
+    assert len(list_segments(db)) == 3  # still in the spool, waiting
+    monkeypatch.setattr(spool_writer, "try_merge", try_merge)
+    writer._merge(0.0)  # the next merge takes them
+    assert list_segments(db) == [] and count(db) == 6
+    monkeypatch.setattr(spool_writer, "try_merge", lambda *a, **k: (_ for _ in ()).throw(OSError("disk")))
+    writer._merge(0.0)
+    assert [kind for kind, _ in reported] == ["merge"]  # any other failure is still reported

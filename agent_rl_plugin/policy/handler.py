@@ -17,9 +17,6 @@ import json
 import logging
 import os
 import re
-import socket
-import sys
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_rl_plugin.policy.client import VERSION_HEADER
 from agent_rl_plugin.policy.protocol import ApiError, error_body, parse_chat_request
+from agent_rl_plugin.receiver.bounded import BoundedHTTPServer, busy_response
 from agent_rl_plugin.receiver.guard import content_length, is_media_type
 
 if TYPE_CHECKING:
@@ -38,50 +36,17 @@ logger = logging.getLogger("agent_rl_plugin.policy")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,127}")
 _BUSY_BODY = json.dumps(error_body(503, "too many connections: retry later")).encode()
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY
-)
+_BUSY = busy_response(_BUSY_BODY)
 _INTERNAL = "internal error while answering; the server's log has the details"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class _Server(BoundedHTTPServer):
     def __init__(self, address: tuple[str, int], owner: PolicyServer) -> None:
         self.owner = owner
-        self.slots = threading.BoundedSemaphore(owner.max_connections)
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, max_connections=owner.max_connections, busy=_BUSY, logger=logger)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up is not worth a traceback; anything else goes to the log."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            logger.debug("client %s went away", client_address)
-        else:
-            logger.exception("policy server: error on the connection from %s", client_address)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            try:
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def unexpected_error(self, request: Any, client_address: Any) -> None:
+        logger.exception("policy server: error on the connection from %s", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

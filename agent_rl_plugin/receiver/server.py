@@ -55,15 +55,15 @@ import os
 import secrets
 import select
 import socket
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, TypedDict
 
 import pyarrow as pa
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.receiver import client
+from agent_rl_plugin.receiver.bounded import BoundedHTTPServer, busy_response
 from agent_rl_plugin.receiver.copies import Copies, RateLimited, content_key
 from agent_rl_plugin.receiver.decode import (
     JSON,
@@ -100,10 +100,7 @@ DEFAULT_MAX_BODY = 64 << 20  # the OTLP exporter's own default request limit
 RETRY_AFTER_S = 1
 TRACES_TYPES = (PROTOBUF, JSON)
 _BUSY_BODY = b'{"error": "too many connections: retry later", "code": 503}'
-BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY
-)
+BUSY = busy_response(_BUSY_BODY)
 
 
 class _QueryLimits(TypedDict):
@@ -118,45 +115,13 @@ class ReceiverConfigError(AgentRLError, ValueError):
     """The receiver cannot start as configured; ``str(error)`` names the fix."""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # idle keep-alive connections must not hold the process at exit
-    allow_reuse_address = True
-
+class _Server(BoundedHTTPServer):
     def __init__(self, address: tuple[str, int], receiver: Receiver) -> None:
         self.receiver = receiver
-        self.slots = threading.BoundedSemaphore(receiver.max_connections)
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, max_connections=receiver.max_connections, busy=BUSY, logger=logger)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up mid-answer is not an error worth a traceback on stderr."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            logger.debug("client %s went away", client_address)
-        else:
-            super().handle_error(request, client_address)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection while fewer than ``max_connections`` are open, else 503."""
-        if not self.slots.acquire(blocking=False):
-            try:
-                request.sendall(BUSY)
-            except OSError:
-                pass
-            self.receiver.stats.add(connections_refused=1)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def refused(self) -> None:
+        self.receiver.stats.add(connections_refused=1)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -23,6 +23,7 @@ and flush semantics):
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -36,6 +37,8 @@ from agent_rl_plugin.store.lease import try_merge
 from agent_rl_plugin.store.rows import SpanBatch
 from agent_rl_plugin.store.spool import SpoolNotPrivate, remove_spool_if_empty, spool_dir, write_segment
 from agent_rl_plugin.store.writer import StoreWriter, _CursorRequest
+
+logger = logging.getLogger(__name__)
 
 
 def _spool_error(path: str, exc: BaseException) -> StoreError:
@@ -71,6 +74,7 @@ class SpoolWriter(StoreWriter):
         self.flush_merge_wait_s = flush_merge_wait_s
         self.close_merge_wait_s = close_merge_wait_s
         self.merges = 0
+        self.merges_interrupted = 0  # merges DuckDB interrupted (rolled back; their segments wait)
         self._merger: threading.Thread | None = None
         self._stop_merging = threading.Event()
 
@@ -134,9 +138,12 @@ class SpoolWriter(StoreWriter):
             try:
                 result = try_merge(self.path, wait_s=wait_s, max_segments=CHUNK_SEGMENTS)
             except Exception as exc:
-                if self._stop_merging.is_set() and "Interrupt" in type(exc).__name__:
-                    # closing at exit interrupted a background merge: it rolled back, its segments
-                    # stay in the spool and the next reader or writer merges them; nothing is lost
+                if "Interrupt" in type(exc).__name__:
+                    # DuckDB interrupted the merge (seen under heavy load, and when the process
+                    # ends mid-merge): its transaction rolled back, its segments stay in the spool
+                    # and the next merge, flush or reader merges them. Nothing is lost: deferred.
+                    self.merges_interrupted += 1
+                    logger.debug("merge into %s interrupted; its segments wait for the next merge", self.path)
                     return
                 self._report("merge", exc)
                 return
