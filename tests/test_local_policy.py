@@ -152,3 +152,37 @@ def test_choice_sets_kept_are_bounded(policy):
     for i in range(CHOICE_SETS_KEPT + 10):
         policy.choice_set(["up", f"down{i}"])
     assert len(policy._choice_sets) == CHOICE_SETS_KEPT
+
+
+def test_a_second_adapter_of_another_scaling_or_with_fewer_weights_is_loaded_whole(model_dir, tmp_path):
+    """The in-place swap is taken only for an adapter with the same settings and the same
+    weights; anything else (another alpha per module, fewer modules) is loaded from scratch, so
+    the answers are exactly the new adapter's."""
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    def saved(name, **settings):
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(model_dir),
+            LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], **settings),
+        )
+        with torch.no_grad():
+            for weight_name, weight in model.named_parameters():
+                if "lora_B" in weight_name:
+                    weight.normal_(0, 1.0)
+        path = tmp_path / name / "adapter"
+        model.save_pretrained(path)
+        return path
+
+    first = saved("a")
+    rescaled = saved("b", alpha_pattern={"q_proj": 64})
+    fewer = saved("c")
+    weights = load_file(str(fewer / "adapter_model.safetensors"))
+    save_file({k: v for k, v in weights.items() if "layers.1." not in k}, str(fewer / "adapter_model.safetensors"))
+    for second in (rescaled, fewer):
+        policy = LocalPolicy(model_dir, adapter=first)
+        policy.load_adapter(second)
+        fresh = LocalPolicy(model_dir, adapter=second)
+        prompt = policy.prompt_ids(MESSAGES)
+        assert torch.allclose(full_logits(policy, prompt, []), full_logits(fresh, prompt, []), atol=1e-5), second

@@ -28,6 +28,10 @@ def test_settings_are_checked_with_the_fix_named(tmp_path):
         LoopConfig(group_size=1)
     with pytest.raises(LoopConfigError, match="set by the loop"):
         LoopConfig(train={"model": "x"})
+    with pytest.raises(LoopConfigError, match="unknown training options learning_rte"):
+        LoopConfig(train={"learning_rte": 1e-3})
+    with pytest.raises(LoopConfigError, match="train: .*entropy_coef"):
+        LoopConfig(train={"entropy_coef": -1.0})
     config_file = tmp_path / "loop.yaml"
     config_file.write_text("env: keydoor\nmethod: gigpo\nrounds: 3\ntrain:\n  learning_rate: 0.005\n")
     config = load_loop_config(config_file, rounds=5)
@@ -138,6 +142,13 @@ def test_running_the_same_loop_again_resumes_after_its_last_round(one_round):
     assert second.status == "done" and second.adapter_path != result.rounds[1].adapter_path
     assert second.details["continued_from"] == result.rounds[1].adapter_path
     assert len(read_rounds(longer.db_path, longer.loop_id)) == 3
+
+
+def test_a_loop_is_not_resumed_with_other_settings(one_round):
+    tmp_path, result, _ = one_round
+    with pytest.raises(LoopConfigError, match="was run with other settings") as info:
+        train_loop(small(tmp_path, rounds=2, method="rloo", name=result.loop_id), progress=False)
+    assert "--name" in info.value.hint
 
 
 def test_an_episode_succeeds_only_by_reaching_its_goal():

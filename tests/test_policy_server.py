@@ -409,3 +409,42 @@ def test_weights_changed_behind_the_servers_back_are_refused_not_mislabelled(bas
         base_policy.load_adapter(None)  # on the policy directly: the server's name now lies
         message = assert_error(*chat(server.url, model="policy", max_tokens=2)[::2], 409)
         assert "changed" in message
+
+
+def test_a_get_with_a_body_never_smuggles_a_second_request(base_policy):
+
+    with PolicyServer(base_policy) as server:
+        answers = _get_with_body(server.url)
+    assert answers.count(b"HTTP/1.1 ") == 1  # one answer, then the connection is closed
+
+
+def test_seeds_and_choice_sets_past_their_limits_are_400(base_policy):
+    from agent_rl_plugin.policy.protocol import MAX_CHOICE_SET_CHARS
+
+    with PolicyServer(base_policy) as server:
+        status, _, answer = chat(server.url, seed=2**70)
+        assert "seed" in assert_error(status, answer, 400)
+        many = [f"{i:04d}" + "x" * 40 for i in range(MAX_CHOICE_SET_CHARS // 40)]
+        status, _, answer = chat(server.url, structured_outputs={"choice": many})
+        assert "characters together" in assert_error(status, answer, 400)
+
+
+def _get_with_body(url):
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    inner = f"GET /v1/models HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n\r\n".encode()
+    outer = (
+        f"GET /health HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Length: {len(inner)}\r\n\r\n".encode()
+        + inner
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as connection:
+        connection.sendall(outer)
+        received = b""
+        while True:
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    return received

@@ -128,6 +128,35 @@ class LoopConfig:
                 f"train: {', '.join(owned)} are set by the loop",
                 hint="set model, output_dir and seed at the top level of the loop config",
             )
+        self._check_training_options()
+
+    def _check_training_options(self) -> None:
+        """Build the round's training config once now, so a misspelled or bad option fails here
+        (naming it), not after the first round's rollouts."""
+        import dataclasses as dc
+
+        from agent_rl_plugin.train.grpo_config import OfflineGRPOTrainConfig
+
+        known = {f.name for f in dc.fields(OfflineGRPOTrainConfig)}
+        unknown = sorted(set(self.train) - known)
+        if unknown:
+            raise LoopConfigError(
+                f"train: unknown training options {', '.join(unknown)}",
+                hint="the options are OfflineGRPOTrainConfig's fields (docs/training.md)",
+            )
+        try:
+            OfflineGRPOTrainConfig(
+                model="model", output_dir="out", advantage_level="step", choices=["a", "b"], **self.training_options()
+            )
+        except (TypeError, ValueError) as exc:
+            raise LoopConfigError(f"train: {exc}") from None
+
+    def settings_digest(self) -> str:
+        """A digest of every setting that shapes the run (all but ``rounds``, ``name``,
+        ``output_dir``, ``db`` and ``torch_threads``): a resumed loop must have the same one."""
+        ignored = ("rounds", "name", "output_dir", "db", "torch_threads")
+        shape = {k: v for k, v in dataclasses.asdict(self).items() if k not in ignored}
+        return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
     @property
     def db_path(self) -> str:
@@ -142,10 +171,7 @@ class LoopConfig:
         longer run of the same loop resumes it)."""
         if self.name:
             return self.name
-        ignored = ("rounds", "name", "output_dir", "db", "torch_threads")
-        shape = {k: v for k, v in dataclasses.asdict(self).items() if k not in ignored}
-        digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        return f"{self.env}-{self.method}-s{self.seed}-{digest}"
+        return f"{self.env.rsplit(':', 1)[-1]}-{self.method}-s{self.seed}-{self.settings_digest()}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

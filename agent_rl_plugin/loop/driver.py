@@ -33,7 +33,7 @@ from typing import Any, Callable
 from agent_rl_plugin import tracing
 from agent_rl_plugin.data import BuildReport, DatasetError, build_step_dataset
 from agent_rl_plugin.ids import new_id
-from agent_rl_plugin.loop.config import LoopConfig, environment_factory
+from agent_rl_plugin.loop.config import LoopConfig, LoopConfigError, environment_factory
 from agent_rl_plugin.loop.episode import env_agent, play_episode
 from agent_rl_plugin.loop.records import LoopRound, read_rounds, write_round
 from agent_rl_plugin.rl import compute_advantages
@@ -88,7 +88,8 @@ def _base_model(config: LoopConfig, make_env: Callable[[], Any]) -> str:
         return config.model
     from agent_rl_plugin.train.tiny import build_tiny_model
 
-    path = Path(config.output_dir) / f"base-model-s{config.seed}"
+    env_name = config.env.rsplit(":", 1)[-1].replace(".", "_")
+    path = Path(config.output_dir) / f"base-model-{env_name}-s{config.seed}"  # its vocabulary is the env's
     if (path / "config.json").is_file():
         return str(path)
     env = make_env()
@@ -144,6 +145,8 @@ def train_loop(
         tracing.flush()
         if before is not None:
             tracing.configure(before)
+        else:  # recording was off before the loop: it is off again (nothing more goes to the loop's file)
+            tracing.shutdown()
 
 
 def _run(
@@ -160,6 +163,14 @@ def _run(
     loop_id = config.loop_id()
     base = _base_model(config, make_env)
     done = [r for r in read_rounds(db, loop_id) if r.round <= config.rounds]
+    digest = config.settings_digest()
+    other = [r for r in done if r.details.get("settings", digest) != digest]
+    if other:
+        raise LoopConfigError(
+            f"loop {loop_id!r} in {db} was run with other settings (round {other[0].round}): resuming it would "
+            "continue an adapter trained on something else",
+            hint="give this run another --name, or run it with the settings it had",
+        )
     result = LoopResult(loop_id, db, resumed_from=done[-1].round if done else None)
     if policy is None:
         policy = LocalPolicy(base, seed=config.seed)
@@ -186,14 +197,15 @@ def _run(
             heldout_success=success,
             seconds={"eval": time.perf_counter() - started},
         )
-        _finish(db, result, row, on_round)
+        _finish(db, result, row, on_round, digest)
     for k in range(len(result.rounds), config.rounds + 1):
         row = _round(config, k, policy, base, make_env, result.rounds[-1], progress, on_phase)
-        _finish(db, result, row, on_round)
+        _finish(db, result, row, on_round, digest)
     return result
 
 
-def _finish(db: str, result: LoopResult, row: LoopRound, on_round: OnRound | None) -> None:
+def _finish(db: str, result: LoopResult, row: LoopRound, on_round: OnRound | None, digest: str) -> None:
+    row.details["settings"] = digest
     write_round(db, row)
     result.rounds.append(row)
     if on_round:
@@ -257,7 +269,8 @@ def _round(
         run_id=run_id,
         db=config.db_path,
     )
-    tracing.flush()
+    if not tracing.flush():
+        raise RuntimeError(f"round {k}: the recorded spans could not all be stored in {config.db_path}")
     failed = [o for o in outcomes if not o.ok]
     if failed:
         raise RuntimeError(f"{len(failed)} rollouts of round {k} failed, e.g. {failed[0].error}")

@@ -26,6 +26,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -181,6 +182,8 @@ class RemotePolicy:
             self.version = self.client.unload_adapter(self.adapter_name)
             self._model = None
         else:
-            self.version = self.client.load_adapter(self.adapter_name, str(path))
+            # absolute: a relative path would be resolved under the server's adapter root, where
+            # a stale adapter of the same name could load without an error
+            self.version = self.client.load_adapter(self.adapter_name, os.path.abspath(path))
             self._model = self.adapter_name
         return self.version

@@ -97,6 +97,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Run one endpoint: its :class:`ApiError` becomes the error answer, anything else a 500
         without details (logged here)."""
         self._consumed = self.command != "POST"
+        if self.command != "POST" and (
+            self.headers.get("Transfer-Encoding") or (self.headers.get("Content-Length") or "0").strip() != "0"
+        ):
+            # a body on a GET is never read: it would be parsed as the next request (smuggling)
+            self.close_connection = True
         try:
             work()
         except ApiError as exc:

@@ -38,6 +38,8 @@ from agent_rl_plugin.train.choices import ChoiceSet
 
 __all__ = ["CHOICE_SETS_KEPT", "Generation", "LocalPolicy", "PolicyError"]
 
+_CACHE_ARGUMENT = ""  # set on first use (importing this module does not import transformers)
+
 #: How many distinct choice sets a policy keeps tokenised (least recently used dropped first).
 CHOICE_SETS_KEPT = 64
 
@@ -59,6 +61,39 @@ class Generation:
     prompt_ids: list[int] = field(repr=False)
     finish_reason: str
     version: str
+
+
+def _cache_argument() -> str:
+    """The name transformers gives the key/value cache (``cache`` from 5.x, ``past_key_values`` before)."""
+    import transformers
+
+    return "cache" if int(transformers.__version__.split(".")[0]) >= 5 else "past_key_values"
+
+
+#: LoraConfig fields that do not change what an adapter computes.
+_IRRELEVANT_LORA_FIELDS = ("inference_mode", "base_model_name_or_path", "revision", "task_type")
+
+
+def _same_lora(live: Any, new: Any) -> bool:
+    """Whether two LoRA configs compute the same function given the same weights (rank, alpha,
+    patterns, rsLoRA, targets, dropout ...: every field but the bookkeeping ones)."""
+
+    def settings(config: Any) -> dict[str, Any]:
+        data = config.to_dict()
+        for name in _IRRELEVANT_LORA_FIELDS:
+            data.pop(name, None)
+        if isinstance(data.get("target_modules"), (list, set, tuple)):
+            data["target_modules"] = sorted(data["target_modules"])
+        return data
+
+    return settings(live) == settings(new)
+
+
+def _key(name: str) -> str:
+    """A LoRA weight's name with the adapter name and PEFT's prefix removed, so the names in a
+    saved file and in the live model compare."""
+    name = name.replace(".policy.", ".").replace("base_model.model.", "", 1)
+    return name
 
 
 class LocalPolicy:
@@ -151,17 +186,12 @@ class LocalPolicy:
             live = self._model.peft_config["policy"]
             new = LoraConfig.from_pretrained(where)
             weights = Path(where, "adapter_model.safetensors")
-            same = (live.r, live.lora_alpha, set(live.target_modules or ())) == (
-                new.r,
-                new.lora_alpha,
-                set(new.target_modules or ()),
-            )
-            if same and weights.is_file():
-                result = set_peft_model_state_dict(self._model, load_file(str(weights)), adapter_name="policy")
-                unexpected = list(getattr(result, "unexpected_keys", None) or [])
-                if unexpected:
-                    raise ValueError(f"unexpected adapter weights: {unexpected[:3]}")
-                return
+            if _same_lora(live, new) and weights.is_file():
+                incoming = load_file(str(weights))
+                expected = {_key(name) for name in self._model.state_dict() if "lora_" in name}
+                if {_key(name) for name in incoming} == expected:  # every LoRA weight replaced, none extra
+                    set_peft_model_state_dict(self._model, incoming, adapter_name="policy")
+                    return
             self._base = self._model.unload()
         self._model = PeftModel.from_pretrained(self._base, where, adapter_name="policy")
 
@@ -211,6 +241,9 @@ class LocalPolicy:
     ) -> tuple[list[int], list[float], str]:
         import torch
 
+        global _CACHE_ARGUMENT
+        if _CACHE_ARGUMENT == "":
+            _CACHE_ARGUMENT = _cache_argument()
         end = self.tokenizer.eos_token_id
         generated: list[int] = []
         logprobs: list[float] = []
@@ -223,8 +256,8 @@ class LocalPolicy:
                     generated.append(int(end))
                     logprobs.append(0.0)
                     return generated, logprobs, "stop"
-                out = self._model(input_ids=feed, cache=past, use_cache=True)
-                past = out.cache
+                out = self._model(input_ids=feed, **{_CACHE_ARGUMENT: past}, use_cache=True)
+                past = out[_CACHE_ARGUMENT]
                 logits = out.logits[0, -1].float()
                 if constraint is not None:
                     allowed = constraint.allowed(generated)

@@ -50,6 +50,9 @@ __all__ = ["ApiError", "ChatRequest", "chat_response", "error_body", "parse_chat
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 MAX_CHOICES = 1024
 MAX_CHOICE_CHARS = 1000
+#: The most characters all the choices of one request may have together (tokenising a choice
+#: set holds the policy's lock, and the policy caches sets: this bounds both).
+MAX_CHOICE_SET_CHARS = 16_384
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -180,6 +183,8 @@ def _choice_list(value: Any, param: str) -> tuple[str, ...]:
         raise _bad(f"{param} must be a non-empty list of strings", param)
     if len(value) > MAX_CHOICES:
         raise _bad(f"{param} has {len(value)} choices; at most {MAX_CHOICES} are allowed", param)
+    if sum(len(choice) for choice in value if isinstance(choice, str)) > MAX_CHOICE_SET_CHARS:
+        raise _bad(f"the choices in {param} have more than {MAX_CHOICE_SET_CHARS} characters together", param)
     if any(not isinstance(choice, str) or not choice or len(choice) > MAX_CHOICE_CHARS for choice in value):
         raise _bad(
             f"every choice in {param} must be a non-empty string of at most {MAX_CHOICE_CHARS} characters", param
@@ -272,8 +277,8 @@ def parse_chat_request(body: Any, *, max_tokens_limit: int = 4096, default_max_t
     if top is not None and (not _is_int(top) or top != 0):
         raise _bad(f"top_logprobs={top!r} is not supported: only 0 (the chosen token's log-prob)"[:200], "top_logprobs")
     seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
-        raise _bad("seed must be an integer", "seed")
+    if seed is not None and (not _is_int(seed) or not 0 <= seed < 2**63):
+        raise _bad("seed must be an integer in [0, 2**63)", "seed")
     _check_unsupported(body)
     return ChatRequest(
         model=model,

@@ -281,12 +281,12 @@ def run_grpo_offline(
     used_recipe = "steps" if step_level else "groups"
     dataset_sql = _dataset_sql(where, sql, dataset_file)
     if not step_level and not dataset_file and recipe != "groups":
+        if db is None:
+            raise with_hint(TrainError("offline GRPO from the store needs a database"), "pass the database", "db")
         ids, calls = _llm_calls_per_rollout(db, where, sql)
         if recipe == "steps" or calls > 1:
             from agent_rl_plugin.rl import compute_advantages
 
-            if db is None:
-                raise TrainError("offline GRPO from the store needs a database", hint="pass --db")
             advantages = compute_advantages(db, "grpo", rollout_ids=ids, weights=weights, write=True)
             config = dataclasses.replace(config, advantage_level="step")
             step_level, from_table, run_id, used_recipe = True, True, advantages.run_id, "steps"
