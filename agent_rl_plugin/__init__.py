@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "current_rollout": "agent_rl_plugin.instrumentation",
     "emit_reward": "agent_rl_plugin.instrumentation",
     "instrument": "agent_rl_plugin.instrumentation",
+    "instrument_clients": "agent_rl_plugin.instrumentation.clients",
     "record_event": "agent_rl_plugin.instrumentation",
     "record_llm_call": "agent_rl_plugin.instrumentation",
     "record_tool_call": "agent_rl_plugin.instrumentation",
@@ -46,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "trace_agent": "agent_rl_plugin.instrumentation",
     "trace_tool": "agent_rl_plugin.instrumentation",
     "uninstrument": "agent_rl_plugin.instrumentation",
+    "uninstrument_clients": "agent_rl_plugin.instrumentation.clients",
     "score": "agent_rl_plugin.rewards",
 }
 
@@ -82,5 +84,6 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         trace_tool,
         uninstrument,
     )
+    from agent_rl_plugin.instrumentation.clients import instrument_clients, uninstrument_clients
     from agent_rl_plugin.rewards import score
     from agent_rl_plugin.tracing import configure, flush, shutdown

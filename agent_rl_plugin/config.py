@@ -51,6 +51,8 @@ DEFAULT_REDACTION_PATTERNS: tuple[str, ...] = (
 )
 
 DEFAULT_DB_PATH = "agent_rl.duckdb"
+#: LLM client SDKs whose calls ``configure()`` can capture (``instrument_clients``).
+SUPPORTED_LLM_CLIENTS: tuple[str, ...] = ("openai", "anthropic", "litellm")
 ENV_PREFIX = "AGENT_RL_"
 
 
@@ -114,6 +116,12 @@ class RLConfig(BaseModel):
         "flushes finished spans (at most 10 s) and then does what the previous handler did "
         "(default: the process still dies of SIGTERM; a handler of yours still runs).",
     )
+    instrument_clients: list[str] = Field(
+        default_factory=lambda: ["auto"],
+        description="LLM client SDKs whose calls are recorded as chat spans with no code: 'auto' "
+        "(every supported one that is installed: " + ", ".join(SUPPORTED_LLM_CLIENTS) + "), "
+        "'none', or a list of names. AGENT_RL_INSTRUMENT_CLIENTS=none switches capture off.",
+    )
     rewards: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-reward settings for `agent-rl score`, by reward name: parameters given to "
@@ -127,6 +135,20 @@ class RLConfig(BaseModel):
         if isinstance(value, str) and value.strip() == "":
             return None
         return value
+
+    @field_validator("instrument_clients", mode="before")
+    @classmethod
+    def _client_names(cls, value: Any) -> Any:
+        names = [value] if isinstance(value, str) else list(value or [])
+        flat = [part.strip().lower() for item in names for part in str(item).split(",") if part.strip()]
+        allowed = {"auto", "none", "off", *SUPPORTED_LLM_CLIENTS}
+        unknown = [name for name in flat if name not in allowed]
+        if unknown:
+            raise ValueError(
+                f"unknown LLM client(s) {', '.join(map(repr, unknown))}: use 'auto', 'none' or some of "
+                + ", ".join(SUPPORTED_LLM_CLIENTS)
+            )
+        return [name for name in flat if name not in ("none", "off")]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> RLConfig:

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_rl_plugin import semconv
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.semconv import GROUP_ID, ROLLOUT_ID, TASK_ID
 
@@ -76,6 +77,48 @@ def current_rollout_attributes() -> dict[str, str] | None:
     """
     info = _CURRENT.get()
     return None if info is None else info.attributes
+
+
+# True while a captured LLM client call runs (agent_rl_plugin.instrumentation.clients): a span
+# that another tracer (an SDK's own GenAI tracing) starts meanwhile describes the same call.
+_IN_CLIENT_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("agent_rl_in_client_call", default=False)
+
+
+def in_captured_client_call() -> bool:
+    """True while a captured LLM client call runs in this context."""
+    return _IN_CLIENT_CALL.get()
+
+
+def enter_captured_client_call() -> contextvars.Token[bool]:
+    """Mark the running context as inside a captured client call; undo with :func:`leave_captured_client_call`."""
+    return _IN_CLIENT_CALL.set(True)
+
+
+def leave_captured_client_call(token: contextvars.Token[bool]) -> None:
+    """Undo :func:`enter_captured_client_call`."""
+    _IN_CLIENT_CALL.reset(token)
+
+
+def mark_covered(span: Any, own_scope: str) -> None:
+    """Called for each span started inside a captured LLM client call. A span of another tracer
+    (an SDK's own GenAI span, e.g. the Anthropic SDK's) describes the call the capture records:
+    it is kept, as a client request, not a second LLM call (its ``gen_ai.operation.name`` moves
+    to ``agent_rl.covered.operation``). Never raises."""
+    try:
+        scope = getattr(span, "instrumentation_scope", None)
+        if scope is None or scope.name == own_scope:
+            return
+        operation = (span.attributes or {}).get(semconv.GEN_AI_OPERATION_NAME)
+        if operation is not None:
+            span.set_attributes(
+                {
+                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_CLIENT_REQUEST,
+                    semconv.COVERED_OPERATION: str(operation),
+                    semconv.SPAN_KIND: semconv.OP_CLIENT_REQUEST,
+                }
+            )
+    except Exception:  # never break span creation
+        logger.debug("could not mark a span covered by client capture", exc_info=True)
 
 
 def set_current(info: RolloutInfo | None) -> contextvars.Token[RolloutInfo | None]:

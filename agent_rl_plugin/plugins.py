@@ -46,6 +46,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "genai_normalizer": "agent_rl_plugin.store.normalizers",
     "rewards_builtin": "agent_rl_plugin.rewards.builtin.plugin",
     "rl_state_keys": "agent_rl_plugin.rl.state_keys",
+    "llm_clients": "agent_rl_plugin.instrumentation.clients.plugin",
 }
 
 _lock = threading.Lock()

@@ -68,6 +68,11 @@ STEP_INDEX: Final = "agent_rl.step.index"
 STATE_KEY: Final = "agent_rl.state.key"  # GiGPO state key of an LLM step (the steps view's state_key)
 LOGPROBS: Final = "agent_rl.logprobs"  # JSON list of floats: behaviour log-probs of the sampled output tokens
 TOKEN_IDS: Final = "agent_rl.token_ids"  # JSON list of ints: the sampled output token ids (content)
+OP_CLIENT_REQUEST: Final = "client_request"  # an SDK's own span of a call that client capture recorded
+COVERED_OPERATION: Final = "agent_rl.covered.operation"  # that span's original gen_ai.operation.name
+PROMPT_TOKEN_IDS: Final = (
+    "agent_rl.prompt_token_ids"  # JSON list of ints: the prompt's token ids as the server saw them (content)
+)
 POLICY_VERSION: Final = "agent_rl.policy.version"  # the policy (model + adapter) version that answered an LLM call
 AGENT_ROLE: Final = "agent_rl.agent.role"  # "agent" | "orchestrator"
 STREAM_CHUNKS: Final = "agent_rl.stream.chunks"  # number of chunks a stream yielded

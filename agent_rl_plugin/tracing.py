@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
-from agent_rl_plugin.context import current_rollout_attributes
+from agent_rl_plugin.context import current_rollout_attributes, in_captured_client_call, mark_covered
 from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
 from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform, with_attributes
@@ -92,6 +92,8 @@ class AgentRLSpanProcessor(SpanProcessor):
         if pending is not None:  # our call's start attributes, handed over by start_with_attributes
             PENDING.attributes = None
             _put_start_attributes(span, pending)
+        if in_captured_client_call():
+            mark_covered(span, INSTRUMENTATION_NAME)
         attrs = current_rollout_attributes()
         if attrs:
             try:

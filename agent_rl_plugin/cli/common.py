@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import signal
 import sys
+import threading
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable, NoReturn, Sequence
+from typing import Any, Iterable, Iterator, NoReturn, Sequence
 
 import typer
 from rich.console import Console
@@ -28,6 +31,24 @@ JsonOption = typer.Option(False, "--json", help="Print JSON instead of a table."
 class UserError(AgentRLError):
     """An error the user can fix, raised by a command: printed as one line plus ``hint``; exit
     code 1. Errors from the layers below are :class:`AgentRLError` too and print the same way."""
+
+
+@contextlib.contextmanager
+def stop_on_signal() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (Ctrl-C) while the block runs; the previous handlers are
+    put back when it ends. For long-running commands (``serve``, ``policy serve``) that must stop
+    cleanly: wait on the event, then shut down."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:

@@ -14,13 +14,11 @@ allowed only with ``--adapter-root``, for adapters under that folder.
 from __future__ import annotations
 
 import os
-import signal
-import threading
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from agent_rl_plugin.cli.common import UserError, err_console
+from agent_rl_plugin.cli.common import UserError, err_console, stop_on_signal
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Serve the policy being trained over OpenAI's chat-completions API.", no_args_is_help=True)
@@ -92,27 +90,19 @@ def serve(
         raise UserError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}", "pick another --port (or stop what uses it)"
         ) from None
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    print(f"{server.url}/v1", flush=True)
-    names = server.model_name + (f", {server.adapter_name} ({policy.version})" if server.adapter_name else "")
-    err_console.print(
-        f"agent-rl policy: serving {names} at {server.url}/v1"
-        + ("" if server.adapter_root is None else f"; adapters load from {server.adapter_root}")
-        + "; stop with Ctrl-C or SIGTERM",
-        highlight=False,
-    )
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signal() as stop:
+        print(f"{server.url}/v1", flush=True)
+        names = server.model_name + (f", {server.adapter_name} ({policy.version})" if server.adapter_name else "")
+        err_console.print(
+            f"agent-rl policy: serving {names} at {server.url}/v1"
+            + ("" if server.adapter_root is None else f"; adapters load from {server.adapter_root}")
+            + "; stop with Ctrl-C or SIGTERM",
+            highlight=False,
+        )
+        try:
+            stop.wait()
+        finally:
+            server.stop()
 
 
 @hookimpl

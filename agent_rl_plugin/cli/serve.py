@@ -15,13 +15,11 @@ only); a ``--host`` beyond loopback needs ``--token``. See docs/security.md and
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from typing import Any, Optional
 
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, UserError, console, db_path, err_console, print_json
+from agent_rl_plugin.cli.common import DbOption, UserError, console, db_path, err_console, print_json, stop_on_signal
 from agent_rl_plugin.hookspecs import hookimpl
 
 STATS_ORDER = (
@@ -136,28 +134,19 @@ def serve(
         raise UserError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}", "pick another --port (or stop what uses it)"
         ) from None
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    err_console.print(
-        f"agent-rl serve: writing [bold]{receiver.db}[/] — agents: "
-        f'configure(otlp_endpoint="{receiver.url}", db=None); stop with Ctrl-C or SIGTERM',
-        highlight=False,
-    )
-    if receiver.token_generated:
+    with stop_on_signal() as stop:
         err_console.print(
-            f"agent-rl serve: a token was made for this run; local clients read it from "
-            f"{receiver.db}.serve.json (mode 0600); other processes: export AGENT_RL_SERVE_TOKEN",
+            f"agent-rl serve: writing [bold]{receiver.db}[/] — agents: "
+            f'configure(otlp_endpoint="{receiver.url}", db=None); stop with Ctrl-C or SIGTERM',
             highlight=False,
         )
-    try:
+        if receiver.token_generated:
+            err_console.print(
+                f"agent-rl serve: a token was made for this run; local clients read it from "
+                f"{receiver.db}.serve.json (mode 0600); other processes: export AGENT_RL_SERVE_TOKEN",
+                highlight=False,
+            )
         receiver.serve_until(stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     final = receiver.stats_snapshot()
     err_console.print(
         f"agent-rl serve: stopped; {final['spans_written']} spans written, "

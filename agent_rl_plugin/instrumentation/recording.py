@@ -79,6 +79,7 @@ from agent_rl_plugin.semconv import (
     OP_CHAT,
     OP_EXECUTE_TOOL,
     POLICY_VERSION,
+    PROMPT_TOKEN_IDS,
     REASONING,
     REWARD_METADATA,
     REWARD_SOURCE,
@@ -196,14 +197,16 @@ def _check_token_ids(value: Any) -> tuple[int, ...]:
     return tuple(int(item) for item in items)
 
 
-def _training_attributes(state_key: Any, logprobs: Any, token_ids: Any) -> dict[str, Any]:
-    """The valid ones of ``state_key``, ``logprobs`` and ``token_ids`` as span attributes; each
-    invalid one (or both lists, when their lengths differ) is logged and left out."""
+def _training_attributes(state_key: Any, logprobs: Any, token_ids: Any, prompt_token_ids: Any = None) -> dict[str, Any]:
+    """The valid ones of ``state_key``, ``logprobs``, ``token_ids`` and ``prompt_token_ids`` as
+    span attributes; each invalid one (or both output lists, when their lengths differ) is logged
+    and left out. Token ids are content: kept only when content is captured."""
     attrs: dict[str, Any] = {}
     checks: list[tuple[str, Any, Callable[[Any], Any]]] = [
         (STATE_KEY, state_key, _check_state_key),
         (LOGPROBS, logprobs, _check_logprobs),
         (TOKEN_IDS, token_ids, _check_token_ids),
+        (PROMPT_TOKEN_IDS, prompt_token_ids, _check_token_ids),
     ]
     for key, value, check in checks:
         if value is None:
@@ -220,8 +223,9 @@ def _training_attributes(state_key: Any, logprobs: Any, token_ids: Any) -> dict[
         except _InvalidTrainingData:
             log_failure("record_llm_call(logprobs=..., token_ids=...)")
         del attrs[LOGPROBS], attrs[TOKEN_IDS]
-    if TOKEN_IDS in attrs and not capture_content():
-        del attrs[TOKEN_IDS]
+    if not capture_content():
+        attrs.pop(TOKEN_IDS, None)
+        attrs.pop(PROMPT_TOKEN_IDS, None)
     return attrs
 
 
@@ -245,6 +249,7 @@ def record_llm_call(
     logprobs: Sequence[float] | None = None,
     token_ids: Sequence[int] | None = None,
     policy_version: str | None = None,
+    prompt_token_ids: Sequence[int] | None = None,
     **attributes: Any,
 ) -> SpanContext | None:
     """Record one LLM call made outside a traced client, as a finished ``chat {model}`` span.
@@ -261,6 +266,9 @@ def record_llm_call(
       (``agent_rl.logprobs``; the step dataset's ``old_logprobs``). Finite numbers.
     * ``token_ids``: the sampled output token ids (``agent_rl.token_ids``; ints >= 0, as many
       as ``logprobs`` when both are given). Stored only when content is captured.
+    * ``prompt_token_ids``: the prompt's token ids exactly as the model saw them
+      (``agent_rl.prompt_token_ids``; vLLM and SGLang return them), so training uses the tokens
+      that were generated from rather than re-tokenised text. Stored only when content is captured.
     * ``policy_version``: which policy answered (``agent_rl.policy.version``; a training loop
       sets it to its round's adapter version), so every step is traceable to the weights that
       produced it.
@@ -303,7 +311,7 @@ def record_llm_call(
         for key, value in attributes.items():
             if value is not None:
                 attrs[key] = to_attribute_value(value, size)
-        attrs.update(_training_attributes(state_key, logprobs, token_ids))
+        attrs.update(_training_attributes(state_key, logprobs, token_ids, prompt_token_ids))
         if policy_version is not None:
             attrs[POLICY_VERSION] = str(policy_version)
         start_ns, end_ns = _times(start_time, end_time, duration_s)
