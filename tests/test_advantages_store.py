@@ -84,7 +84,7 @@ def test_gigpo_round_trip_through_the_cli(scored_db):
     params = json.loads(rows(scored_db, "select any_value(parameters) as p from advantages")[0]["p"])
     assert params == {"baseline": "step", "epsilon": 1e-06, "gamma": 0.95, "mode": "mean_norm", "omega": 1.0,
                       "rewards": ["task_completion", "tool_success"], "terminal_reward": True,
-                      "weights": None, "where": None}
+                      "weights": None, "where": None, "failed_rollouts": "exclude"}
 
     # the stored values are what gigpo_advantages gives on steps_for_gigpo
     connection = read(scored_db)

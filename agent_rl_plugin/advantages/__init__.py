@@ -9,12 +9,22 @@ and re-exports every name here.
   :func:`group_summary`.
 * Step level: :func:`gigpo_advantages` and :func:`compute_gigpo` (the parts too), over a steps
   table (pyarrow Table, pandas DataFrame, mapping of columns or list of dicts).
+* Failed rollouts: :data:`FailedRollouts` (``exclude``, ``zero_reward``, ``keep``), the one
+  policy for rollouts that ended in error, timeout or cancellation, used by advantages and
+  datasets (:mod:`agent_rl_plugin.advantages.failed`).
 
 The formulas and every rule for edge cases are in ``docs/advantages.md``.
 """
 
 from __future__ import annotations
 
+from agent_rl_plugin.advantages.failed import (
+    DEFAULT_FAILED_ROLLOUTS,
+    FAILED_ROLLOUT_POLICIES,
+    FailedRollouts,
+    FailedRolloutsError,
+    check_failed_rollouts,
+)
 from agent_rl_plugin.advantages.gigpo import (
     BASELINES,
     MODES,
@@ -36,6 +46,11 @@ from agent_rl_plugin.advantages.grpo import (
 
 __all__ = [
     "BASELINES",
+    "DEFAULT_FAILED_ROLLOUTS",
+    "FAILED_ROLLOUT_POLICIES",
+    "FailedRollouts",
+    "FailedRolloutsError",
+    "check_failed_rollouts",
     "MODES",
     "REQUIRED_COLUMNS",
     "SCALES",

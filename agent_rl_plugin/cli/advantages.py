@@ -4,6 +4,8 @@
 advantage per rollout (grpo, rloo, dr_grpo) or per action (gigpo) and appends them to the
 ``advantages`` table under a new ``run_id``, then prints a summary: groups, groups of one,
 groups whose rewards are all equal, step groups (gigpo), and the mean and std of the values.
+``--failed-rollouts exclude|zero_reward|keep`` says what to do with rollouts that ended in
+error, timeout or cancellation (default exclude); the summary says how many it touched.
 ``runs`` lists the runs stored. Query the rows with
 ``agent-rl query "select * from advantages where run_id = '...'"``.
 """
@@ -16,11 +18,27 @@ import typer
 from rich import box
 from rich.table import Table
 
+from agent_rl_plugin.advantages.failed import (
+    DEFAULT_FAILED_ROLLOUTS,
+    FAILED_ROLLOUT_POLICIES,
+    FailedRolloutsError,
+    check_failed_rollouts,
+    describe_failed,
+)
 from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, print_json, print_rows
 from agent_rl_plugin.cli.score import fail_plain, say
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Compute GRPO, RLOO, Dr. GRPO or GiGPO advantages into the store.", no_args_is_help=True)
+
+
+def failed_rollouts_option(value: str) -> str:
+    """Typer callback of ``--failed-rollouts`` (here and in ``agent-rl dataset build``): the value,
+    else a usage error listing the choices."""
+    try:
+        return check_failed_rollouts(value)
+    except FailedRolloutsError:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(FAILED_ROLLOUT_POLICIES)}") from None
 
 
 def parse_weights(items: list[str] | None) -> dict[str, float]:
@@ -41,6 +59,9 @@ def _notes(run: Any) -> list[str]:
     """Plain-text lines about what was left out, defaulted or zero."""
     s, r = run.summary, run.report
     lines = []
+    failed = describe_failed(r.get("failed_rollouts") or {})
+    if failed:
+        lines.append(f"{failed}.")
     if s.get("singleton_groups"):
         rule = "A_E = R, A_S from step groups" if run.method == "gigpo" else "advantage 0"
         lines.append(f"{s['singleton_groups']} group(s) of one rollout ({rule}).")
@@ -132,6 +153,13 @@ def compute(
         "--terminal-reward/--no-terminal-reward",
         help="gigpo: also credit the episode reward to each rollout's last action (default on).",
     ),
+    failed_rollouts: str = typer.Option(
+        DEFAULT_FAILED_ROLLOUTS,
+        "--failed-rollouts",
+        callback=failed_rollouts_option,
+        help="Rollouts that ended in error, timeout or cancellation: exclude them, keep them with episode "
+        "reward 0 (zero_reward), or keep them with their own reward (keep).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and summarise, write nothing."),
     db: str = DbOption,
     json_output: bool = JsonOption,
@@ -166,6 +194,7 @@ def compute(
             epsilon=epsilon,
             terminal_reward=terminal_reward,
             write=not dry_run,
+            failed_rollouts=check_failed_rollouts(failed_rollouts),
         )
     except AdvantageInputError as exc:
         fail_plain(str(exc), exc.hint)

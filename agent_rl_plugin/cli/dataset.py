@@ -3,7 +3,9 @@
 The output format follows ``--out``'s extension: ``.jsonl`` (one JSON object per line),
 ``.parquet``, or a path ending with ``/`` (a ``datasets`` directory, reload it with
 ``datasets.load_from_disk``). A summary (rows, labels, groups, tokens, what was left out and
-why) is printed, or given as JSON with ``--json``. See ``docs/datasets.md``.
+why) is printed, or given as JSON with ``--json``. ``--failed-rollouts exclude|zero_reward|keep``
+says what to do with rollouts that ended in error, timeout or cancellation (default exclude);
+the summary's ``failed_rollouts`` says how many it touched. See ``docs/datasets.md``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, check_failed_rollouts, describe_failed
+from agent_rl_plugin.cli.advantages import failed_rollouts_option
 from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, fail, make_private, print_json
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -75,6 +79,9 @@ def print_summary(summary: dict, out: str) -> None:
     say(f"  tokens (approx., {summary['tokens_method']}): {summary['tokens']}")
     if summary.get("reward_names"):
         say(f"  rewards combined: {', '.join(summary['reward_names'])}")
+    failed = describe_failed(summary.get("failed_rollouts") or {})
+    if failed:
+        say(f"  failed rollouts: {failed}")
     for reason, count in summary["left_out"].items():
         examples = summary["left_out_examples"].get(reason) or []
         tail = f" (e.g. {', '.join(examples)})" if examples else ""
@@ -120,6 +127,13 @@ def build_command(
     no_extra: bool = typer.Option(
         False, "--no-extra-columns", help="Only the format's own columns (no rollout ids, rewards)."
     ),
+    failed_rollouts: str = typer.Option(
+        DEFAULT_FAILED_ROLLOUTS,
+        "--failed-rollouts",
+        callback=failed_rollouts_option,
+        help="Rollouts that ended in error, timeout or cancellation: exclude them, keep them with reward 0 "
+        "(zero_reward), or keep them with their own reward (keep). steps: exclude only (see --from-table).",
+    ),
     json_output: bool = JsonOption,
 ) -> None:
     """Build a dataset from the store and write it to --out."""
@@ -159,6 +173,7 @@ def build_command(
             tokenizer=tok,
             extra_columns=not no_extra,
             report=report,
+            failed_rollouts=check_failed_rollouts(failed_rollouts),
         )
         write_dataset(table, out)
         make_private(out)

@@ -1,5 +1,10 @@
 """One entry point for the three kinds of dataset, with the text form and the size summary
-(what ``agent-rl dataset build`` runs)."""
+(what ``agent-rl dataset build`` runs).
+
+``failed_rollouts`` (:data:`~agent_rl_plugin.advantages.failed.FailedRollouts`) applies to kto
+and grpo. The steps dataset takes its advantages from GiGPO, which excludes failed rollouts
+(the default); for another policy compute the advantages with it (``agent-rl advantages
+compute --method gigpo --failed-rollouts ...``) and build with ``from_table``."""
 
 from __future__ import annotations
 
@@ -7,11 +12,12 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts, check_failed_rollouts
 from agent_rl_plugin.data.grpo import grpo_table
 from agent_rl_plugin.data.kto import LabelRule, kto_table
 from agent_rl_plugin.data.output import count_tokens, to_text
 from agent_rl_plugin.data.report import BuildReport, DatasetError
-from agent_rl_plugin.data.sql import open_store
+from agent_rl_plugin.data.sql import open_store, select_rollouts
 from agent_rl_plugin.data.steps import step_table
 
 KINDS = ("kto", "grpo", "steps")
@@ -35,20 +41,23 @@ def build_table(
     tokenizer: Any = None,
     extra_columns: bool = True,
     report: BuildReport | None = None,
+    failed_rollouts: FailedRollouts | None = None,
 ) -> pa.Table:
     """Build a ``kind`` (kto, grpo, steps) dataset as an Arrow table, in ``fmt``
     (``conversational`` message lists, or ``text``), filling ``report`` including the token
-    count (the tokenizer's when given, else characters / 4)."""
+    count (the tokenizer's when given, else characters / 4). ``failed_rollouts``: see the
+    module docstring (``None``: the default, ``exclude``)."""
     if kind not in KINDS:
         raise DatasetError(f"dataset kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if fmt not in FORMATS:
         raise DatasetError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     report = report if report is not None else BuildReport()
+    policy = _policy(kind, failed_rollouts, from_table or run_id is not None)
     with open_store(db_or_connection) as connection:
         if kind == "kto":
-            table = kto_table(connection, where, sql, label_rule, weights, report, extra_columns)
+            table = kto_table(connection, where, sql, label_rule, weights, report, extra_columns, policy)
         elif kind == "grpo":
-            table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns)
+            table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns, policy)
         else:
             table = step_table(
                 connection,
@@ -61,11 +70,36 @@ def build_table(
                 gigpo=gigpo,
                 extra_columns=extra_columns,
             )
+            if not (from_table or run_id is not None):  # GiGPO excluded the failed rollouts: say how many
+                report.extra["failed_rollouts"] = _steps_failed(connection, where, sql, policy)
     if fmt == "text":
         table = to_text(table, tokenizer)
     report.tokens, report.tokens_method = count_tokens(table, tokenizer)
     report.extra["format"] = fmt
     return table
+
+
+def _policy(kind: str, failed_rollouts: FailedRollouts | None, from_table: bool) -> FailedRollouts:
+    """The checked policy; for steps only the default (the advantages decide, see above)."""
+    try:
+        policy = check_failed_rollouts(failed_rollouts)
+    except ValueError as exc:
+        raise DatasetError(str(exc), getattr(exc, "hint", None)) from None
+    if kind == "steps" and failed_rollouts is not None and policy != DEFAULT_FAILED_ROLLOUTS:
+        hint = (
+            "the advantages run you read decides (compute it with that policy)"
+            if from_table
+            else f"agent-rl advantages compute --method gigpo --failed-rollouts {policy}, then build with --from-table"
+        )
+        raise DatasetError(f"failed_rollouts={policy!r} is not applied by the steps dataset itself", hint)
+    return policy
+
+
+def _steps_failed(connection: Any, where: str | None, sql: str | None, policy: FailedRollouts) -> dict[str, Any]:
+    """The failed-rollout report of the steps dataset's selection (its advantages left them out)."""
+    from agent_rl_plugin.rl.failed import split_failed
+
+    return split_failed(connection, select_rollouts(connection, where=where, sql=sql), policy)[2]
 
 
 def build_dataset(kind: str, db_or_connection: Any, **options: Any):

@@ -1,6 +1,11 @@
 """One row per rollout: its prompt, completion and combined episode reward (what KTO rows and
 GRPO groups are made of). The selection, rewards and joins run in DuckDB on ids and numbers;
-the messages stay in Arrow and are copied once, when a builder asks for them."""
+the messages stay in Arrow and are copied once, when a builder asks for them.
+
+Rollouts that did not end ``ok`` (error, timeout, cancelled) follow ``failed_rollouts``
+(:mod:`agent_rl_plugin.advantages.failed`): ``exclude`` (default) leaves them out (counted under
+:data:`FAILED`), ``zero_reward`` gives them the combined reward 0, ``keep`` their own. The
+report's ``failed_rollouts`` entry says how many rollouts the policy touched."""
 
 from __future__ import annotations
 
@@ -10,12 +15,15 @@ from typing import Mapping, Sequence
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts, check_failed_rollouts
 from agent_rl_plugin.data.conversations import Conversations, conversations
-from agent_rl_plugin.data.report import BuildReport
+from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import arrow, combined_rewards, normalize_weights, registered, select_rollouts
 
 NO_REWARD = "no usable episode reward (none recorded, only error rows, or weights summing to 0)"
+FAILED = "failed rollout (error, timeout or cancelled; failed_rollouts=exclude)"
 IO_NOTE = "{n} rollout(s) had no LLM messages: prompt from the agent's input, completion from its output"
 REPAIR_NOTE = (
     "{n} rollout(s) did not send their own earlier turns back to the model: those assistant "
@@ -59,20 +67,35 @@ def episode_rows(
     sql: str | None = None,
     weights: Mapping[str, float] | Sequence[str] | None = None,
     report: BuildReport | None = None,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> Episodes:
     """Select the rollouts, build their conversations and combined rewards, and join them.
 
-    Rollouts without a conversation or without a usable reward are left out and counted in
-    ``report``.
+    Failed rollouts follow ``failed_rollouts`` (see the module docstring); rollouts without a
+    conversation or without a usable reward are left out and counted in ``report``
+    (``report.rollouts`` counts every matching rollout, failed ones included).
     """
+    from agent_rl_plugin.rl.failed import split_failed
+
+    try:
+        policy = check_failed_rollouts(failed_rollouts)
+    except ValueError as exc:
+        raise DatasetError(str(exc), getattr(exc, "hint", None)) from None
     report = report if report is not None else BuildReport()
     selected = select_rollouts(connection, where=where, sql=sql)
     report.rollouts = selected.num_rows
     weight_map = normalize_weights(weights)
+    selected, failed_ids, failed = split_failed(connection, selected, policy)
+    report.extra["failed_rollouts"] = failed
+    if policy == "exclude":
+        report.leave_out(FAILED, failed_ids, count=len(failed_ids))
+    everything = not where and not sql and not (policy == "exclude" and failed_ids)
     with registered(connection, selected, "selected") as sel:
-        conv = conversations(connection, sel, everything=not where and not sql)
+        conv = conversations(connection, sel, everything=everything)
         kept = _report_conversations(conv, report)
         rewards = combined_rewards(connection, sel, weight_map, report)
+        if policy == "zero_reward" and failed_ids:
+            rewards = _zero_rewards(rewards, failed_ids)
         ids = pa.table(
             {
                 "rollout_id": conv.rollout_ids,
@@ -100,10 +123,25 @@ def episode_rows(
     return Episodes(index, conv)
 
 
+def _zero_rewards(rewards: pa.Table, failed_ids: list[str]) -> pa.Table:
+    """``rewards`` with the reward of every rollout in ``failed_ids`` set to 0 (added when absent)."""
+    ids = rewards.column("rollout_id")
+    failed = pa.array(failed_ids, ids.type)
+    others = rewards.filter(pc.invert(pc.is_in(ids, value_set=failed)))
+    zeros = pa.table(
+        {
+            "rollout_id": failed,
+            "reward": pa.array(np.zeros(len(failed_ids)), rewards.schema.field("reward").type),
+            "n_rewards": pa.array(np.zeros(len(failed_ids), dtype=np.int64), rewards.schema.field("n_rewards").type),
+        }
+    )
+    return pa.concat_tables([others, zeros.cast(rewards.schema)])
+
+
 def rollout_examples(index: pa.Table, mask: np.ndarray, n: int = 3) -> list[str]:
     """Up to ``n`` rollout ids of the rows of ``index`` selected by ``mask``."""
     rows = np.flatnonzero(mask)[:n]
     return index.column("rollout_id").take(pa.array(rows, pa.int64())).to_pylist() if rows.size else []
 
 
-__all__ = ["Episodes", "episode_rows", "rollout_examples", "NO_REWARD"]
+__all__ = ["Episodes", "episode_rows", "rollout_examples", "FAILED", "NO_REWARD"]

@@ -7,7 +7,9 @@ rollout's completion (oldest first), their combined rewards and their GRPO advan
 
 Rules: groups smaller than ``min_group_size`` (default 2: a group of one has nothing to be
 compared with, and TRL's GRPO needs several completions per prompt) are dropped and reported;
-groups whose rewards are all equal keep advantages of exactly 0 and are reported.
+groups whose rewards are all equal keep advantages of exactly 0 and are reported. Failed
+rollouts (error, timeout, cancelled) follow ``failed_rollouts`` before groups are formed (see
+:mod:`agent_rl_plugin.data.episodes`): excluded ones shrink their group.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts
 from agent_rl_plugin.data.episodes import Episodes, episode_rows, rollout_examples
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.split import prompt_keys
@@ -99,13 +102,16 @@ def grpo_table(
     min_group_size: int = 2,
     scale: str = "group",
     extra_columns: bool = True,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> pa.Table:
     """The GRPO group rows as an Arrow table (see :func:`build_grpo_dataset`)."""
     if min_group_size < 1:
         raise DatasetError(f"min_group_size must be >= 1, got {min_group_size}")
     report = report if report is not None else BuildReport()
     report.kind = "grpo"
-    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report)
+    episodes = episode_rows(
+        connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
+    )
     index = episodes.index.append_column("ordinal", pa.array(np.arange(episodes.index.num_rows), pa.int64()))
     keys = index.column("group_key")
     counts = pc.value_counts(keys)
@@ -156,6 +162,7 @@ def build_grpo_dataset(
     scale: str = "group",
     report: BuildReport | None = None,
     extra_columns: bool = True,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ):
     """GRPO groups (``prompt``, ``completions``, ``rewards``, ``advantages``) as a
     ``datasets.Dataset``, one row per group (group_id, else task_id).
@@ -163,12 +170,15 @@ def build_grpo_dataset(
     ``scale`` is passed to :func:`agent_rl_plugin.rl.grpo_advantages` (``group``, ``batch`` or
     ``none``). ``extra_columns`` adds group_id, task_id and rollout_ids. For TRL's
     ``GRPOTrainer`` (which generates its own completions) take the prompts:
-    ``ds.select_columns(["prompt"])``. Other arguments as :func:`build_kto_dataset`.
+    ``ds.select_columns(["prompt"])``. Other arguments (``failed_rollouts`` among them) as
+    :func:`build_kto_dataset`.
     """
     from agent_rl_plugin.data.output import as_dataset
 
     with open_store(db_or_connection) as connection:
-        table = grpo_table(connection, where, sql, weights, report, min_group_size, scale, extra_columns)
+        table = grpo_table(
+            connection, where, sql, weights, report, min_group_size, scale, extra_columns, failed_rollouts
+        )
     return as_dataset(table)
 
 

@@ -3,7 +3,9 @@
 One row per rollout: the prompt and completion of :mod:`agent_rl_plugin.data.conversations`,
 and a label from :meth:`~agent_rl_plugin.rewards.RewardEngine.binary_labels` over the
 combined episode reward. Rows whose label is ``None`` (the ``group`` rule leaves the middle of
-each group unlabelled) and rollouts without a reward are left out and reported.
+each group unlabelled) and rollouts without a reward are left out and reported. Failed
+rollouts (error, timeout, cancelled) follow ``failed_rollouts`` (see
+:mod:`agent_rl_plugin.data.episodes`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts
 from agent_rl_plugin.data.episodes import episode_rows, rollout_examples
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import open_store
@@ -96,12 +99,15 @@ def kto_table(
     weights: Mapping[str, float] | Sequence[str] | None = None,
     report: BuildReport | None = None,
     extra_columns: bool = True,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> pa.Table:
     """The KTO rows as an Arrow table (see :func:`build_kto_dataset`)."""
     rule = LabelRule.parse(label_rule)
     report = report if report is not None else BuildReport()
     report.kind = "kto"
-    episodes = episode_rows(connection, where=where, sql=sql, weights=weights, report=report)
+    episodes = episode_rows(
+        connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
+    )
     index = episodes.index
     rewards = index.column("reward").to_numpy().astype(float)
     keys = index.column("group_key").to_pylist() if rule.method == "group" or rule.per_group else None
@@ -144,6 +150,7 @@ def build_kto_dataset(
     *,
     report: BuildReport | None = None,
     extra_columns: bool = True,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ):
     """KTO rows (``prompt``, ``completion``, ``label``; conversational) as a ``datasets.Dataset``.
 
@@ -153,11 +160,13 @@ def build_kto_dataset(
     ``weights``: ``{reward name: weight}`` or a list of names (weight 1); default every episode
     reward with weight 1. ``extra_columns`` adds rollout_id, group_id, task_id and reward.
     ``report`` (a :class:`BuildReport`) is filled with counts and what was left out.
+    ``failed_rollouts``: ``exclude`` (default), ``zero_reward`` or ``keep`` rollouts that ended
+    in error, timeout or cancellation (:mod:`agent_rl_plugin.advantages.failed`).
     """
     from agent_rl_plugin.data.output import as_dataset
 
     with open_store(db_or_connection) as connection:
-        table = kto_table(connection, where, sql, label_rule, weights, report, extra_columns)
+        table = kto_table(connection, where, sql, label_rule, weights, report, extra_columns, failed_rollouts)
     return as_dataset(table)
 
 

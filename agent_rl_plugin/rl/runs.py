@@ -20,6 +20,12 @@ import numpy as np
 import pluggy
 import pyarrow as pa
 
+from agent_rl_plugin.advantages.failed import (
+    DEFAULT_FAILED_ROLLOUTS,
+    FailedRollouts,
+    FailedRolloutsError,
+    check_failed_rollouts,
+)
 from agent_rl_plugin.advantages.gigpo import BASELINES, MODES, compute_gigpo
 from agent_rl_plugin.advantages.grpo import (
     SCALES,
@@ -170,6 +176,7 @@ def compute_advantages(
     terminal_reward: bool = True,
     pm: pluggy.PluginManager | None = None,
     write: bool = True,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> AdvantageRun:
     """Compute ``method`` advantages for the selected rollouts and (with ``write``) append them
     to ``db_path``'s ``advantages`` table under a new ``run_id``.
@@ -179,6 +186,11 @@ def compute_advantages(
     of one :func:`~agent_rl_plugin.rollouts.run_rollouts` call: the ``run_id`` it records in
     each rollout's metadata), each only when given; none given selects every rollout. Ids are
     bound as SQL parameters, never pasted into SQL text.
+
+    ``failed_rollouts``: what to do with selected rollouts that ended in error, timeout or
+    cancellation (:mod:`agent_rl_plugin.advantages.failed`): ``exclude`` (default) leaves them
+    out, ``zero_reward`` takes their episode reward as 0, ``keep`` uses their own reward. It is
+    stored in ``parameters``; ``report["failed_rollouts"]`` says how many rollouts it touched.
 
     ``epsilon`` defaults to 1e-4 for grpo (TRL's) and 1e-6 for gigpo (the reference's).
     Raises :class:`~agent_rl_plugin.rl.store.AdvantageInputError` when there is nothing to
@@ -192,6 +204,10 @@ def compute_advantages(
         message, _, hint = NO_DATABASE.format(path=os.fspath(db_path)).partition(": ")
         raise AdvantageInputError(message, hint)
     check_parameters(method, scale=scale, mode=mode, baseline=baseline, omega=omega, gamma=gamma, epsilon=epsilon)
+    try:
+        policy = check_failed_rollouts(failed_rollouts)
+    except FailedRolloutsError as exc:
+        raise AdvantageInputError(str(exc), exc.hint) from None
     if epsilon is None:
         epsilon = TRL_EPSILON if method == "grpo" else 1e-6
     ids = rollout_id_list(rollout_ids)
@@ -201,6 +217,7 @@ def compute_advantages(
         **({"rollout_run_id": str(rollout_run_id)} if rollout_run_id is not None else {}),
         "rewards": sorted(reward_names) if reward_names else None,
         "weights": dict(sorted((weights or {}).items())) or None,
+        "failed_rollouts": policy,
     }
     if method == "grpo":
         parameters.update(scale=scale, epsilon=epsilon)
@@ -220,12 +237,19 @@ def compute_advantages(
                 pm=pm,
                 rollout_ids=ids,
                 rollout_run_id=rollout_run_id,
+                failed_rollouts=policy,
             )
             hashed = ["group_id", "trajectory_id", "step_index", "state_key", "reward"]
             hashed += ["episode_reward"] if "episode_reward" in table.column_names else []
         else:
             table = episode_rewards(
-                connection, where, reward_names, weights=weights, rollout_ids=ids, rollout_run_id=rollout_run_id
+                connection,
+                where,
+                reward_names,
+                weights=weights,
+                rollout_ids=ids,
+                rollout_run_id=rollout_run_id,
+                failed_rollouts=policy,
             )
             hashed = ["group_id", "rollout_id", "reward"]
         report = table_report(table)
@@ -253,12 +277,18 @@ def _nothing_message(method: str, selection: str | None, report: Mapping[str, An
     selected = report.get("selected", 0)
     if not selected:
         return "no rollouts to compute advantages for" + (f" matching {selection}" if selection else "")
+    failed = report.get("failed_rollouts", {})
+    if failed.get("excluded") == selected:
+        return f"all {selected} selected rollouts failed (error, timeout or cancelled) and are excluded"
+    selected -= failed.get("excluded", 0)
     if method == "gigpo" and report.get("without_actions") == selected:
         return f"the {selected} selected rollouts have no LLM steps (GiGPO's actions)"
     return f"none of the {selected} selected rollouts has a usable episode reward"
 
 
 def _nothing_hint(report: Mapping[str, Any]) -> str:
+    if report.get("selected") and report.get("failed_rollouts", {}).get("excluded") == report.get("selected"):
+        return "keep them with failed_rollouts='zero_reward' or 'keep' (--failed-rollouts), or select other rollouts"
     if not report.get("selected"):
         return "record rollouts first (agent-rl demo), or widen the where condition"
     return "score them first (agent-rl score), or check the reward names"

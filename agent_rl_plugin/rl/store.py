@@ -19,7 +19,11 @@ Shared rules (``docs/advantages.md`` has the full text):
   (rollout, step, name); ``reward_names`` keeps only those names (default: all);
   step rewards credited to one action are summed, each times its weight;
 * a NaN or infinite reward raises :class:`AdvantageInputError` naming the rollout; rollouts
-  without a usable episode reward are left out and listed in the report.
+  without a usable episode reward are left out and listed in the report;
+* rollouts that did not end ``ok`` (error, timeout, cancelled: :mod:`agent_rl_plugin.rl.failed`)
+  follow ``failed_rollouts`` (:data:`~agent_rl_plugin.advantages.failed.FailedRollouts`):
+  ``exclude`` (default) leaves them out before anything else, ``zero_reward`` takes their
+  episode reward as 0, ``keep`` uses their own; the report's ``failed_rollouts`` says how many.
 
 Each function returns a pyarrow Table; :func:`table_report` reads the report (counts of what
 was left out or defaulted) stored in the table's schema metadata.
@@ -35,9 +39,11 @@ import pluggy
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts, check_failed_rollouts
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.engine import RewardEngine
 from agent_rl_plugin.rl import state_keys
+from agent_rl_plugin.rl.failed import split_failed
 from agent_rl_plugin.rollouts.tasks import PER_SAMPLE_FIELDS, TASK_PAYLOAD_FIELDS
 
 REPORT_KEY = b"agent_rl.report"
@@ -130,8 +136,10 @@ class _Selection:
         weights: Mapping[str, float] | None,
         rollout_ids: Sequence[str] | None = None,
         rollout_run_id: str | None = None,
+        failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
     ) -> None:
         self.connection = connection
+        self.policy = check_failed_rollouts(failed_rollouts)
         self.where = where
         self.condition, self.params = selection_sql(where, rollout_ids, rollout_run_id)
         self.reward_names = list(reward_names) if reward_names else None
@@ -157,6 +165,9 @@ class _Selection:
             self.rollouts = _arrow(self.connection, sql, self.params)
         except duckdb.Error as exc:
             raise AdvantageInputError(f"bad where {self.where!r}: {str(exc).splitlines()[0]}", WHERE_HINT) from None
+        #: how many rollouts the filters matched, before the failed-rollout policy
+        self.n_matched = self.rollouts.num_rows
+        self.rollouts, self.failed_ids, self.failed_report = split_failed(self.connection, self.rollouts, self.policy)
         self.register("_arl_adv_sel", self.rollouts)
         names = self.reward_names
         self.register("_arl_adv_names", pa.table({"name": pa.array(names or [], pa.string())}))
@@ -220,6 +231,8 @@ class _Selection:
         selected rollouts without one."""
         episode = self.latest.filter(pc.is_null(self.latest.column("step_index")))
         combined = self.engine.combine(episode.select(["rollout_id", "name", "value"]).to_pylist())
+        if self.policy == "zero_reward":  # a failed rollout's episode reward is 0, rows or not
+            combined.update(dict.fromkeys(self.failed_ids, 0.0))
         ids = [r for r, v in combined.items() if v is not None]
         table = pa.table(
             {
@@ -244,14 +257,17 @@ def episode_rewards(
     weights: Mapping[str, float] | None = None,
     rollout_ids: Sequence[str] | None = None,
     rollout_run_id: str | None = None,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> pa.Table:
     """One row per selected rollout with a usable episode reward: ``rollout_id``, ``group_id``,
     ``task_id``, ``reward`` (the combined episode reward), ordered by group then rollout id.
-    The report lists the rollouts left out for lack of an episode reward (``unscored``).
+    The report lists the rollouts left out for lack of an episode reward (``unscored``) and
+    what ``failed_rollouts`` did (``failed_rollouts``, see the module docstring); ``selected``
+    counts the rollouts the filters matched, failed ones included.
 
     The selection: ``where`` AND ``rollout_ids`` AND ``rollout_run_id`` (see
     :func:`selection_sql`)."""
-    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id) as sel:
+    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id, failed_rollouts) as sel:
         combined, unscored = sel.combined_episode_rewards()
         sel.register("_arl_adv_episode", combined)
         table = _arrow(
@@ -260,7 +276,11 @@ def episode_rewards(
                FROM _arl_adv_sel s JOIN _arl_adv_episode e USING (rollout_id)
                ORDER BY s.group_id, s.rollout_id""",
         )
-        report = {"selected": sel.rollouts.num_rows, "unscored": _examples(unscored)}
+        report = {
+            "selected": sel.n_matched,
+            "unscored": _examples(unscored),
+            "failed_rollouts": sel.failed_report,
+        }
     return _with_report(table, report)
 
 
@@ -402,11 +422,13 @@ def steps_for_gigpo(
     pm: pluggy.PluginManager | None = None,
     rollout_ids: Sequence[str] | None = None,
     rollout_run_id: str | None = None,
+    failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
 ) -> pa.Table:
     """The GiGPO steps table of the selected rollouts, ready for :func:`gigpo_advantages`.
 
     The selection: ``where`` AND ``rollout_ids`` AND ``rollout_run_id`` (see
-    :func:`selection_sql`).
+    :func:`selection_sql`), then ``failed_rollouts`` (see the module docstring: ``zero_reward``
+    makes a failed rollout's episode reward 0 and keeps its step rewards).
 
     One row per LLM step (an *action*) with ``group_id``, ``trajectory_id`` (the rollout id),
     ``step_index`` (0-based position among the rollout's actions), ``view_step_index`` (its
@@ -440,8 +462,9 @@ def steps_for_gigpo(
     impls = pm.hook.agent_rl_state_key.get_hookimpls() if hasattr(pm.hook, "agent_rl_state_key") else []
     use_hook = any(impl.plugin is not state_keys for impl in impls)
     default = RewardEngine(weights).default_weight
-    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id) as sel:
-        if sel.latest.num_rows == 0 and sel.rollouts.num_rows:
+    with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id, failed_rollouts) as sel:
+        zeroed = sel.policy == "zero_reward" and bool(sel.failed_ids)
+        if sel.latest.num_rows == 0 and sel.rollouts.num_rows and not zeroed:
             raise AdvantageInputError(
                 f"the {sel.rollouts.num_rows} selected rollouts have no usable reward"
                 + (f" named {', '.join(sel.reward_names)}" if sel.reward_names else ""),
@@ -484,7 +507,7 @@ def steps_for_gigpo(
         for item in pc.value_counts(result.column("state_key_source")).to_pylist():
             source_counts[item["values"]] = item["counts"]
     report = {
-        "selected": sel.rollouts.num_rows,
+        "selected": sel.n_matched,
         "rollouts": pc.count_distinct(result.column("trajectory_id")).as_py(),
         "without_actions": sel.rollouts.num_rows - n_rollouts_with_actions,
         "unscored": _examples(unscored if has_episode else []),
@@ -492,6 +515,7 @@ def steps_for_gigpo(
         "state_keys": source_counts,
         "episode_reward": "combined episode rewards" if has_episode else "sum of step rewards (no episode rewards)",
         "terminal_reward": bool(terminal_reward and has_episode),
+        "failed_rollouts": sel.failed_report,
     }
     return _with_report(result, report)
 
