@@ -26,7 +26,8 @@ def test_one_row_per_llm_call_with_gigpo_advantages(store):
     ds = build_step_dataset(store, report=report, gigpo={"omega": 0.5})
     assert ds.num_rows == 8 * 3 == report.rows
     assert ds.column_names == [
-        "prompt", "completion", "advantage", "old_logprobs", "rollout_id", "group_id", "task_id", "step_index", "state_key",
+        "prompt", "completion", "advantage", "old_logprobs", "completion_token_ids", "prompt_token_ids",
+        "rollout_id", "group_id", "task_id", "step_index", "state_key",
     ]
     first = ds[0]
     assert [m["role"] for m in first["prompt"]] == ["system", "user"]

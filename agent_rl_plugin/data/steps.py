@@ -9,6 +9,13 @@
   ``step_index`` (an episode advantage) applies to every step of its rollout;
 * ``old_logprobs``: the behaviour policy's token log-probs when the LLM span carries them in
   ``agent_rl.logprobs`` (a JSON list of numbers), else null;
+* ``completion_token_ids``: the sampled completion's token ids when the span carries them in
+  ``agent_rl.token_ids`` (a JSON list of ints; recorded only with content capture), else null.
+  ``old_logprobs`` recorded with them hold one value per id;
+* ``prompt_token_ids``: the prompt's token ids as the server saw them (after its chat template)
+  when the span carries them in ``agent_rl.prompt_token_ids``, else null. The offline trainer
+  trains on ``prompt_token_ids + completion_token_ids`` when present instead of re-tokenising
+  the text (:mod:`agent_rl_plugin.train.stored_tokens`);
 * ``rollout_id``, ``group_id``, ``task_id``, ``step_index`` (of the ``steps`` view),
   ``state_key``.
 
@@ -35,12 +42,15 @@ from agent_rl_plugin.data.sql import (
     system_text_sql,
     with_system_sql,
 )
-from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LOGPROBS
+from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LOGPROBS, PROMPT_TOKEN_IDS, TOKEN_IDS
 
 #: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
 LOGPROBS_ATTRIBUTE = LOGPROBS
 NO_ADVANTAGE = "no advantage for this step"
-STEP_COLUMNS = ("prompt", "completion", "advantage", "old_logprobs")
+#: Span attributes holding the sampled completion's / the prompt's token ids (JSON lists of ints).
+TOKEN_IDS_ATTRIBUTE = TOKEN_IDS
+PROMPT_TOKEN_IDS_ATTRIBUTE = PROMPT_TOKEN_IDS
+STEP_COLUMNS = ("prompt", "completion", "advantage", "old_logprobs", "completion_token_ids", "prompt_token_ids")
 EXTRA_COLUMNS = ("rollout_id", "group_id", "task_id", "step_index", "state_key")
 
 
@@ -49,19 +59,23 @@ def _llm_steps(connection: Any, sel: str) -> pa.Table:
     ``gen_ai.system_instructions`` when its input messages have none (as the KTO/GRPO
     conversations do, see :func:`~agent_rl_plugin.data.sql.with_system_sql`)."""
     logprobs = attr(LOGPROBS_ATTRIBUTE, "sp.attributes")
+    token_ids = attr(TOKEN_IDS_ATTRIBUTE, "sp.attributes")
+    prompt_token_ids = attr(PROMPT_TOKEN_IDS_ATTRIBUTE, "sp.attributes")
     instructions = attr(GEN_AI_SYSTEM_INSTRUCTIONS, "sp.attributes")
     return arrow(
         connection,
         f"""
         SELECT rollout_id, group_id, task_id, step_index, state_key,
                {with_system_sql("raw_prompt", system_text_sql("instructions"))} AS prompt,
-               completion, old_logprobs
+               completion, old_logprobs, completion_token_ids, prompt_token_ids
         FROM (
             SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key, r.start_time AS rollout_start,
                    {messages_sql("s.input")} AS raw_prompt,
                    {messages_sql("s.output")} AS completion,
                    {instructions} AS instructions,
-                   try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs
+                   try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs,
+                   try(from_json({token_ids}, '["BIGINT"]')) AS completion_token_ids,
+                   try(from_json({prompt_token_ids}, '["BIGINT"]')) AS prompt_token_ids
             FROM steps s
             JOIN {sel} r ON r.rollout_id = s.rollout_id
             LEFT JOIN spans sp ON sp.span_id = s.span_id AND sp.trace_id = s.trace_id
@@ -189,7 +203,12 @@ def step_table(
         row = table.filter(bad).slice(0, 1).to_pylist()[0]
         raise DatasetError(f"advantage of rollout {row['rollout_id']} step {row['step_index']} is {row['advantage']}")
     report.rows = table.num_rows
-    report.extra["steps_with_logprobs"] = int(pc.sum(pc.is_valid(table.column("old_logprobs"))).as_py() or 0)
+    for key, column in (
+        ("steps_with_logprobs", "old_logprobs"),
+        ("steps_with_token_ids", "completion_token_ids"),
+        ("steps_with_prompt_token_ids", "prompt_token_ids"),
+    ):
+        report.extra[key] = int(pc.sum(pc.is_valid(table.column(column))).as_py() or 0)
     if table.num_rows == 0:
         raise DatasetError(f"no step got an advantage ({n_missing} LLM steps)", "check run_id / from_table")
     columns = list(STEP_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
@@ -210,8 +229,10 @@ def build_step_dataset(
     rollout_ids: Sequence[str] | None = None,
     rollout_run_id: str | None = None,
 ):
-    """Step rows (``prompt``, ``completion``, ``advantage``, ``old_logprobs``) as a
-    ``datasets.Dataset``, one row per LLM call of the selected rollouts.
+    """Step rows (``prompt``, ``completion``, ``advantage``, ``old_logprobs``,
+    ``completion_token_ids``, ``prompt_token_ids``; see the module doc) as a
+    ``datasets.Dataset``, one row per LLM call of the selected rollouts. ``report.extra`` counts
+    ``steps_with_logprobs``, ``steps_with_token_ids`` and ``steps_with_prompt_token_ids``.
 
     The selection: ``where`` (an SQL condition over the ``rollouts`` view) or ``sql`` (a query
     returning ``rollout_id``), AND ``rollout_ids`` (exactly these rollouts; an empty list
@@ -243,4 +264,11 @@ def build_step_dataset(
     return as_dataset(table)
 
 
-__all__ = ["LOGPROBS_ATTRIBUTE", "build_step_dataset", "step_table"]
+__all__ = [
+    "LOGPROBS_ATTRIBUTE",
+    "PROMPT_TOKEN_IDS_ATTRIBUTE",
+    "STEP_COLUMNS",
+    "TOKEN_IDS_ATTRIBUTE",
+    "build_step_dataset",
+    "step_table",
+]

@@ -14,6 +14,7 @@ from typing import Optional
 
 from agent_rl_plugin.train.config import LoRATrainConfig, TrainConfigError
 from agent_rl_plugin.train.fields import option
+from agent_rl_plugin.train.stored_tokens import TOKEN_IDS_MODES
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -130,6 +131,13 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
         True,
         help="Use logged behaviour log-probs (old_logprobs) for the importance ratio when present "
         "and aligned with the tokens.",
+    )
+    token_ids: str = option(
+        "auto",
+        help="'auto': train rows that carry stored token ids (completion_token_ids, prompt_token_ids) on exactly "
+        "those ids, re-tokenising the text only when they are absent or invalid; 'ignore': always re-tokenise.",
+        flag="--token-ids",
+        choices=TOKEN_IDS_MODES,
     )
     measure_examples: int = option(
         256,

@@ -25,7 +25,10 @@ What is ours and what is reused:
   the reference model for the KL term is the same model with the adapter disabled
   (``model.disable_adapter()``), as in TRL: the base model, in every round of a loop.
 * Tokenisation and masks: :mod:`agent_rl_plugin.train.tokenize`; dataset rows to examples:
-  :mod:`agent_rl_plugin.train.offline_data`.
+  :mod:`agent_rl_plugin.train.offline_data`. Rows with stored token ids (``completion_token_ids``
+  and optionally ``prompt_token_ids``, recorded by the serving engine) are trained on exactly
+  those ids instead of re-tokenised text (``token_ids='auto'``;
+  :mod:`agent_rl_plugin.train.stored_tokens`), so logged ``old_logprobs`` align 1:1 with them.
 
 The loss, per trained token :math:`t` (``loss_mask`` 1: the completion's assistant tokens,
 end-of-turn token included; tool results only with ``train_tool_tokens``; with ``choices``
@@ -140,6 +143,8 @@ METRICS = (
     "logp/negative",
     "trained_tokens",
 )
+#: Counts of where examples' tokens came from, copied into ``TrainResult.metrics``.
+TOKEN_SOURCE_COUNTS = ("examples_with_stored_token_ids", "examples_retokenised", "stored_token_ids_rejected")
 #: Metrics logged only when computed: ``entropy`` (with ``entropy_coef > 0`` or a choice set)
 #: and ``approx_kl`` (when logged behaviour log-probs are used).
 CONTROL_METRICS = ("entropy", "approx_kl")
@@ -392,7 +397,9 @@ def train_offline_grpo(
     ``"gigpo"`` (step level), ``n_rows`` the examples trained on, ``n_desirable`` /
     ``n_undesirable`` the positive / negative-advantage examples, and in ``extra`` the
     counts of :func:`~agent_rl_plugin.train.offline_data.build_examples` (``not_a_choice``,
-    ``zero_advantage_skipped``, ...) plus ``format``, ``advantage_level``, ``stopped_early``
+    ``zero_advantage_skipped``, ``examples_with_stored_token_ids``, ``examples_retokenised``,
+    ``stored_token_ids_rejected``, ...; those three also in ``metrics``) plus
+    ``stored_token_ids_rejected_reasons`` (reason -> rows), ``format``, ``advantage_level``, ``stopped_early``
     (``target_kl``: ``{"step", "approx_kl"}`` or ``None``) and, unless ``measure_examples`` is 0,
     ``logprobs`` (:func:`measure_logprobs`). Raises :class:`TrainError` for data that cannot be
     trained on (wrong columns, empty, every advantage 0, no completion one of ``choices``) and :class:`TrainConfigError` for a bad checkpoint or an
@@ -414,6 +421,7 @@ def train_offline_grpo(
     started = time.perf_counter()
     model, tokenizer = load_model_and_tokenizer(config.model)
     choices = ChoiceSet(tokenizer, config.choices) if config.choices else None
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     built = build_examples(
         dataset,
         tokenizer,
@@ -422,6 +430,8 @@ def train_offline_grpo(
         use_behaviour_logprobs=config.use_behaviour_logprobs,
         choices=choices,
         skip_zero_advantage=config.skip_zero_advantage,
+        token_ids=config.token_ids,
+        vocab_size=getattr(embeddings, "num_embeddings", None),
     )
     if config.target_kl is not None and not built.stats["old_logprobs_used"]:
         logger.warning("target_kl is set but no example has usable behaviour log-probs: training will not stop early")
@@ -459,6 +469,9 @@ def train_offline_grpo(
     adapter_path = save_adapter(trainer, config.output_dir)
     metrics, history = summarize_run(trainer, output)
     stats: dict[str, Any] = dict(built.stats)  # counts, plus the "logprobs" measurements
+    stats["stored_token_ids_rejected_reasons"] = dict(built.rejected_token_ids)
+    for name in TOKEN_SOURCE_COUNTS:  # also in training_runs.final_metrics
+        metrics[name] = stats[name]
     if config.measure_examples:
         stats["logprobs"] = measure_logprobs(trainer.model, built.examples, config.measure_examples)
     return TrainResult(
@@ -488,6 +501,7 @@ __all__ = [  # noqa: F822 - OfflineGRPOTrainer comes from the module __getattr__
     "CONTROL_METRICS",
     "METRICS",
     "OfflineGRPOTrainer",
+    "TOKEN_SOURCE_COUNTS",
     "behaviour_logprobs",
     "completion_logprob",
     "measure_logprobs",

@@ -9,7 +9,15 @@ Accepted inputs (detected from the column names, :func:`dataset_format`):
 * ``"completions"``: per-completion rows, e.g. GiGPO step rows from
   :func:`agent_rl_plugin.data.build_step_dataset`: ``prompt``, ``completion``, ``advantage``
   and optionally ``old_logprobs`` (the behaviour policy's log-probs of the completion's
-  tokens, or null).
+  tokens, or null), ``completion_token_ids`` and ``prompt_token_ids`` (the token ids the
+  serving engine sampled and saw, or null).
+
+**Stored token ids** (``token_ids='auto'``, the default): a row with ``completion_token_ids``
+is tokenised as its prompt tokens followed by exactly those ids, ``prompt_token_ids`` being the
+prompt tokens when present (no chat template); see :mod:`agent_rl_plugin.train.stored_tokens`.
+Ids that are not valid (negative, not integers, >= ``vocab_size``, or with a choice set not one
+choice) are not used: the row is re-tokenised from its text and the reason counted. Other rows
+(and every row with ``token_ids='ignore'``) are re-tokenised from their text as below.
 
 Prompts and completions are chat message lists or plain strings (see
 :mod:`agent_rl_plugin.train.tokenize`). Other columns are ignored. Rows whose advantage is
@@ -44,6 +52,14 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from agent_rl_plugin.train.choices import ChoiceSet
 from agent_rl_plugin.train.common import TrainError
+from agent_rl_plugin.train.stored_tokens import (
+    COMPLETION_IDS_KEY,
+    PROMPT_IDS_KEY,
+    REJECT_REASONS,
+    TOKEN_IDS_MODES,
+    check_stored_ids,
+    stored_example_tokens,
+)
 from agent_rl_plugin.train.tokenize import TokenizedCompletion, tokenize_completion
 
 logger = logging.getLogger(__name__)
@@ -53,6 +69,8 @@ COMPLETION_COLUMNS = ("prompt", "completion", "advantage")
 EXAMPLE_KEYS = ("input_ids", "loss_mask", "advantages", "old_logprobs", "old_mask")
 #: The extra key of an example built with a choice set (see the module doc).
 ALLOWED_KEY = "allowed"
+#: At most this many examples built from stored ids are also re-tokenised to count drift.
+DRIFT_LIMIT = 256
 
 
 def _column_names(dataset: Any) -> list[str]:
@@ -104,8 +122,9 @@ def _advantage(value: Any, where: str) -> float:
 
 
 def iter_completions(dataset: Any, fmt: str | None = None) -> Iterator[dict[str, Any]]:
-    """One ``{"prompt", "completion", "advantage", "old_logprobs"}`` dict per completion of
-    ``dataset`` (group rows are exploded)."""
+    """One ``{"prompt", "completion", "advantage", "old_logprobs", "completion_token_ids",
+    "prompt_token_ids"}`` dict per completion of ``dataset`` (group rows are exploded; they
+    carry no logged log-probs or token ids)."""
     fmt = fmt or dataset_format(_column_names(dataset))
     for i, row in enumerate(dataset):
         if fmt == "groups":
@@ -121,6 +140,8 @@ def iter_completions(dataset: Any, fmt: str | None = None) -> Iterator[dict[str,
                     "completion": completion,
                     "advantage": _advantage(advantage, f"group row {i} completion {j}"),
                     "old_logprobs": None,
+                    COMPLETION_IDS_KEY: None,
+                    PROMPT_IDS_KEY: None,
                 }
         else:
             yield {
@@ -128,16 +149,20 @@ def iter_completions(dataset: Any, fmt: str | None = None) -> Iterator[dict[str,
                 "completion": row["completion"],
                 "advantage": _advantage(row["advantage"], f"row {i}"),
                 "old_logprobs": row.get("old_logprobs"),
+                COMPLETION_IDS_KEY: row.get(COMPLETION_IDS_KEY),
+                PROMPT_IDS_KEY: row.get(PROMPT_IDS_KEY),
             }
 
 
 @dataclass
 class OfflineExamples:
-    """Tokenised examples and what building them counted (merged into ``TrainResult.extra``)."""
+    """Tokenised examples and what building them counted (merged into ``TrainResult.extra``);
+    ``rejected_token_ids``: rows whose stored token ids were not used, by reason."""
 
     examples: list[dict[str, list]]
     format: str
     stats: dict[str, int] = field(default_factory=dict)
+    rejected_token_ids: dict[str, int] = field(default_factory=dict)
 
 
 def constrain_to_choices(
@@ -183,6 +208,76 @@ def _example(
     return example, used
 
 
+class _TokenSource:
+    """Picks each row's tokens: its stored ids when usable (``token_ids='auto'``), else its
+    re-tokenised text; counts what it picked and why stored ids were rejected."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        token_ids: str,
+        vocab_size: int | None,
+        max_length: int | None,
+        train_tool_tokens: bool,
+        choices: ChoiceSet | None,
+        drift_limit: int,
+    ) -> None:
+        if token_ids not in TOKEN_IDS_MODES:
+            raise TrainError(f"token_ids must be one of {', '.join(TOKEN_IDS_MODES)}, got {token_ids!r}")
+        self.tokenizer = tokenizer
+        self.use_stored = token_ids == "auto"
+        self.vocab_size = int(vocab_size) if vocab_size is not None else len(tokenizer)
+        self.max_length = max_length
+        self.train_tool_tokens = train_tool_tokens
+        self.choices = choices
+        self.drift_limit = drift_limit
+        self.rejected = dict.fromkeys(REJECT_REASONS, 0)
+        self.ignored = 0
+        self.checked = 0
+        self.differ = 0
+
+    def text(self, row: Mapping[str, Any]) -> TokenizedCompletion:
+        return tokenize_completion(
+            self.tokenizer,
+            row["prompt"],
+            row["completion"],
+            max_length=self.max_length,
+            train_tool_tokens=self.train_tool_tokens,
+        )
+
+    def stored(self, row: Mapping[str, Any]) -> tuple[TokenizedCompletion, Any] | None:
+        """``(tokens, constrained or None)`` from the row's stored ids, or ``None`` (no usable ids)."""
+        checked = check_stored_ids(row, self.vocab_size)
+        if checked is None:
+            return None
+        if not self.use_stored:
+            self.ignored += 1
+            return None
+        if isinstance(checked, str):
+            self.rejected[checked] += 1
+            return None
+        completion_ids, prompt_ids = checked
+        tokens = stored_example_tokens(
+            self.tokenizer, row["prompt"], row["completion"], completion_ids, prompt_ids, max_length=self.max_length
+        )
+        constrained = None
+        if self.choices is not None:
+            constrained = constrain_to_choices(tokens.input_ids, tokens.assistant_mask, self.choices)
+            if constrained is None:
+                self.rejected["not_a_choice"] += 1
+                return None
+        if self.checked < self.drift_limit:
+            self.checked += 1
+            try:
+                text = self.text(row)
+                retokenised = [i for i, m in zip(text.input_ids, text.assistant_mask) if m]
+            except TrainError:  # the text cannot be tokenised: the stored ids are all there is
+                retokenised = None
+            self.differ += int(completion_ids != retokenised)
+        return tokens, constrained
+
+
 def build_examples(
     dataset: Any,
     tokenizer: Any,
@@ -192,6 +287,9 @@ def build_examples(
     use_behaviour_logprobs: bool = True,
     choices: ChoiceSet | None = None,
     skip_zero_advantage: bool = True,
+    token_ids: str = "auto",
+    vocab_size: int | None = None,
+    drift_limit: int = DRIFT_LIMIT,
 ) -> OfflineExamples:
     """Tokenised examples of the dataset's completions (see the module doc).
 
@@ -202,8 +300,15 @@ def build_examples(
     ``positive`` / ``negative`` (examples by advantage sign), ``trained_tokens``,
     ``truncated_prompts``, ``truncated_completions``, ``unaligned_messages``,
     ``old_logprobs_used``, ``old_logprobs_ignored`` (present but unused: misaligned, or
-    ``use_behaviour_logprobs`` off). Raises :class:`TrainError` when every advantage is 0 or no
-    completion is left to train on.
+    ``use_behaviour_logprobs`` off), ``examples_with_stored_token_ids`` and
+    ``examples_retokenised`` (examples by token source; they add up to ``examples``),
+    ``stored_token_ids_rejected`` (rows whose stored ids were unusable and re-tokenised instead;
+    by reason in ``rejected_token_ids``), ``stored_token_ids_ignored`` (rows with stored ids and
+    ``token_ids='ignore'``), ``retokenisation_checked`` / ``retokenisation_differs`` (of up to
+    ``drift_limit`` examples built from stored ids, how many were re-tokenised too and how many
+    of those differ from the stored ids). ``vocab_size`` (default ``len(tokenizer)``): ids at
+    or above it are rejected as ``out_of_vocab``. Raises :class:`TrainError` when every
+    advantage is 0 or no completion is left to train on.
     """
     fmt = check_offline_dataset(dataset)
     names = (
@@ -222,6 +327,12 @@ def build_examples(
         "unaligned_messages",
         "old_logprobs_used",
         "old_logprobs_ignored",
+        "examples_with_stored_token_ids",
+        "examples_retokenised",
+        "stored_token_ids_rejected",
+        "stored_token_ids_ignored",
+        "retokenisation_checked",
+        "retokenisation_differs",
     )
     stats = dict.fromkeys(names, 0)
     stats["rows"] = len(dataset)
@@ -238,14 +349,25 @@ def build_examples(
     stats["zero_advantage_skipped"] = len(rows) - len(kept)
     examples: list[dict[str, list]] = []
     not_a_choice: list[Any] = []
+    source = _TokenSource(
+        tokenizer,
+        token_ids=token_ids,
+        vocab_size=vocab_size,
+        max_length=max_length,
+        train_tool_tokens=train_tool_tokens,
+        choices=choices,
+        drift_limit=drift_limit,
+    )
     for row in kept:
-        tokens = tokenize_completion(
-            tokenizer, row["prompt"], row["completion"], max_length=max_length, train_tool_tokens=train_tool_tokens
-        )
+        stored = source.stored(row)
+        tokens = stored[0] if stored is not None else source.text(row)
         stats["unaligned_messages"] += tokens.unaligned_messages
         loss_mask, allowed = tokens.loss_mask, None
         if choices is not None:
-            constrained = constrain_to_choices(tokens.input_ids, tokens.assistant_mask, choices)
+            if stored is not None:  # already checked to be a choice
+                constrained = stored[1]
+            else:
+                constrained = constrain_to_choices(tokens.input_ids, tokens.assistant_mask, choices)
             if constrained is None:
                 not_a_choice.append(row["completion"])
                 continue
@@ -262,11 +384,15 @@ def build_examples(
         if allowed is not None:
             example[ALLOWED_KEY] = allowed
         examples.append(example)
+        stats["examples_with_stored_token_ids" if stored is not None else "examples_retokenised"] += 1
         if advantage:
             stats["positive" if advantage > 0 else "negative"] += 1
         stats["trained_tokens"] += sum(loss_mask)
     stats["examples"] = len(examples)
     stats["not_a_choice"] = len(not_a_choice)
+    stats["stored_token_ids_rejected"] = sum(source.rejected.values())
+    stats["stored_token_ids_ignored"] = source.ignored
+    stats["retokenisation_checked"], stats["retokenisation_differs"] = source.checked, source.differ
     if not_a_choice:
         logger.warning(
             "%d of %d completions are not one of the choices %s and were left out (first: %r)",
@@ -287,7 +413,8 @@ def build_examples(
             f"none of the {len(kept)} completions to train on has a token to train on",
             hint="check the completion column (completions without assistant messages?), or set train_tool_tokens",
         )
-    return OfflineExamples(examples=examples, format=fmt, stats=stats)
+    rejected = {reason: n for reason, n in source.rejected.items() if n}
+    return OfflineExamples(examples=examples, format=fmt, stats=stats, rejected_token_ids=rejected)
 
 
 class OfflineCollator:

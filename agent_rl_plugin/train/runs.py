@@ -342,9 +342,30 @@ def run_grpo_offline(
             moved[f"logp/{sign}"] = [base, trained]
             lines.append(f"{label}: {base:.4f} (base) -> {trained:.4f} (trained)")
     summary["moved"] = moved
-    summary["extra_lines"] = lines
+    summary["extra_lines"] = [*lines, token_source_line(result.extra)]
     summary["build"] = report.to_dict() if report is not None else None
     return summary
 
 
-__all__ = ["RECIPES", "run_errors", "run_grpo_offline", "run_grpo_online", "run_kto"]
+def token_source_line(extra: dict[str, Any]) -> str:
+    """One summary line: how many examples were trained on stored token ids, how many on
+    re-tokenised text, and why stored ids were rejected (``TrainResult.extra`` of offline GRPO)."""
+    line = (
+        f"token ids: {extra.get('examples_with_stored_token_ids', 0)} examples from stored ids, "
+        f"{extra.get('examples_retokenised', 0)} re-tokenised from text"
+    )
+    reasons = extra.get("stored_token_ids_rejected_reasons") or {}
+    if extra.get("stored_token_ids_rejected"):
+        detail = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+        line += f"; {extra['stored_token_ids_rejected']} stored rejected ({detail})"
+    if extra.get("stored_token_ids_ignored"):
+        line += f"; {extra['stored_token_ids_ignored']} stored ignored (token_ids='ignore')"
+    if extra.get("retokenisation_checked"):
+        line += (
+            f"; re-tokenising would change {extra.get('retokenisation_differs', 0)} "
+            f"of {extra['retokenisation_checked']} checked"
+        )
+    return line
+
+
+__all__ = ["RECIPES", "run_errors", "run_grpo_offline", "run_grpo_online", "run_kto", "token_source_line"]
