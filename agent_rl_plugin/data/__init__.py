@@ -4,13 +4,15 @@ to ``datasets.Dataset`` as Arrow (see ``docs/datasets.md``).
 * :func:`build_kto_dataset`: ``prompt``, ``completion``, ``label`` (one row per rollout);
 * :func:`build_grpo_dataset`: ``prompt``, ``completions``, ``rewards``, ``advantages`` (one row
   per group);
-* :func:`build_step_dataset`: ``prompt``, ``completion``, ``advantage``, ``old_logprobs`` (one
-  row per LLM call);
+* :func:`build_step_dataset`: ``prompt``, ``completion``, ``advantage``, ``old_logprobs``,
+  ``completion_token_ids``, ``prompt_token_ids`` (one row per LLM call; ids as recorded, else
+  null);
 * :func:`write_dataset`: JSONL, Parquet, or a ``save_to_disk`` directory (path ending in ``/``).
 
 Each builder takes a store path or an open DuckDB connection, ``where`` (SQL over the
-``rollouts`` view) or ``sql`` (a query returning ``rollout_id``), and ``report=BuildReport()``
-to learn what was built and what was left out. :func:`build_step_dataset` also selects by
+``rollouts`` view) or ``sql`` (a query returning ``rollout_id``), ``failed_rollouts``
+(``exclude``, ``zero_reward`` or ``keep``: what happens to rollouts that raised, timed out or
+were cancelled) and ``report=BuildReport()`` to learn what was built and what was left out. :func:`build_step_dataset` also selects by
 ``rollout_ids`` (a list of ids) and ``rollout_run_id`` (the ``run_id`` that ``run_rollouts``
 records in each rollout's metadata), combined with ``where`` / ``sql`` by AND. Errors are
 :class:`DatasetError`.
