@@ -10,9 +10,11 @@ to ``datasets.Dataset`` as Arrow (see ``docs/datasets.md``).
 * :func:`write_dataset`: JSONL, Parquet, or a ``save_to_disk`` directory (path ending in ``/``).
 
 Each builder takes a store path or an open DuckDB connection, ``where`` (SQL over the
-``rollouts`` view) or ``sql`` (a query returning ``rollout_id``), ``failed_rollouts``
-(``exclude``, ``zero_reward`` or ``keep``: what happens to rollouts that raised, timed out or
-were cancelled) and ``report=BuildReport()`` to learn what was built and what was left out. :func:`build_step_dataset` also selects by
+``rollouts`` view) or ``sql`` (a query returning ``rollout_id``), and ``report=BuildReport()``
+to learn what was built and what was left out. The KTO and GRPO builders take
+``failed_rollouts`` (``exclude``, ``zero_reward`` or ``keep``: what happens to rollouts that
+raised, timed out or were cancelled); step rows follow the policy of the advantage run they
+come from. :func:`build_step_dataset` also selects by
 ``rollout_ids`` (a list of ids) and ``rollout_run_id`` (the ``run_id`` that ``run_rollouts``
 records in each rollout's metadata), combined with ``where`` / ``sql`` by AND. Errors are
 :class:`DatasetError`.
