@@ -23,6 +23,7 @@ from agent_rl_plugin.plugins import get_plugin_manager, register_modules
 COMMAND_PLUGINS: dict[str, str] = {
     "cli_query": "agent_rl_plugin.cli.query",
     "cli_traces": "agent_rl_plugin.cli.traces",
+    "cli_doctor": "agent_rl_plugin.cli.doctor",
     "cli_db": "agent_rl_plugin.cli.db",
     "cli_demo": "agent_rl_plugin.cli.demo",
     "cli_plugins": "agent_rl_plugin.cli.plugins_cmd",

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Callable, Sequence
 
+from agent_rl_plugin.report import health as hl
 from agent_rl_plugin.report import html as h
 from agent_rl_plugin.report import loops as lp
 from agent_rl_plugin.report import plots as p
@@ -26,6 +27,7 @@ from agent_rl_plugin.version import __version__
 #: (id, navigation label) of every section, in page order.
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("overview", "Overview"),
+    hl.SECTION,
     ("rollouts", "Rollouts"),
     ("rewards", "Rewards"),
     ("groups", "Tasks & groups"),
@@ -45,6 +47,7 @@ _ORDER = (*SECTIONS[:_AFTER], LOOPS_SECTION, *SECTIONS[_AFTER:])
 STEPS = (
     "selecting rollouts",
     "rollouts",
+    "capture health",
     "rewards",
     "tasks and groups",
     "tool calls",
@@ -206,7 +209,7 @@ def _sections(
             )
         add("overview", h.section("overview", "Overview", h.notice(text, "notice empty")))
         summary.notes.append("no rollouts" + (" match the filter" if summary.where else " recorded yet"))
-        for name in STEPS[1:7]:
+        for name in STEPS[1 : STEPS.index("training runs")]:
             step(name)
         step("training runs")
         if runs:
@@ -239,6 +242,11 @@ def _sections(
         rewarded_rollouts=len(rewarded),
     )
     add("overview", s.overview(info, rewarded, reward_rows, runs))
+
+    step("capture health")
+    html_text, health_counts = hl.section(connection, summary.where)
+    summary.counts.update(health_counts)
+    add(hl.SECTION[0], html_text)
     plots = [p.rollouts_over_time(times), p.status_and_duration(times)]
     add(
         "rollouts",
