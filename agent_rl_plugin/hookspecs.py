@@ -76,6 +76,37 @@ def agent_rl_register_normalizers(
     """
 
 
+# --- objects ------------------------------------------------------------------------------
+@hookspec(firstresult=True)
+def agent_rl_instrument_object(obj: Any) -> Callable[[], None] | None:
+    """Instrument ``obj``, an agent object of a framework this plugin knows; return its undo.
+
+    Called with an *instance* (never a class) by :func:`agent_rl_plugin.instrument` before it
+    wraps the object's methods, and by ``RLAgentMixin`` / ``RLOrchestratorMixin`` once the base
+    class's ``__init__`` has returned (so the framework's object is built), never for an
+    instance created with ``enable_rl=False``. Install whatever the framework's own recording
+    needs (wrap its backend or stream, attach callbacks, observe its event log) and return a
+    callable taking no argument that removes all of it; return ``None`` quickly for an object
+    that is not yours, without importing the framework to find out (look in ``sys.modules``).
+
+    Idempotent like OpenTelemetry's instrumentors: the core keeps the undo of a claimed object,
+    so instrumenting it twice (or mixing in and then calling ``instrument``) asks no hook again;
+    :func:`agent_rl_plugin.uninstrument` removes the core's wrappers, then calls the undo once
+    (and the object may be instrumented afresh). An object nobody claimed is left untouched. Implementations are asked in pluggy's call order and the first
+    non-``None`` result wins (the others are not asked). One that raises is logged and skipped
+    (the next one is asked) and the object is used as is; an undo that raises is logged too.
+
+    One agent span per call: the core records the agent span (the methods ``instrument`` wraps,
+    or the mixin's class-level wrappers), so record LLM calls, tool calls and events inside it
+    (``record_llm_call``, ``record_tool_call``, ``record_event``, spans of your own), not a
+    second agent span. An implementation that records the agent span itself wraps the method
+    inside the hook (``trace_agent``, or ``instrument(obj, methods=[...])``): a method already
+    wrapped is never wrapped again. An attribute the hook puts on the instance in place of a
+    method must call the method it replaces. Runs in the thread that called ``instrument()``
+    or created the object.
+    """
+
+
 # --- per span -----------------------------------------------------------------------------
 @hookspec
 def agent_rl_transform_attributes(attributes: dict[str, Any], span_name: str, config: RLConfig) -> None:

@@ -21,6 +21,12 @@ Contract:
   async calls and while its generators and async generators run) pass straight through; ``rl_config=RLConfig(...)`` calls
   :func:`agent_rl_plugin.tracing.configure` with it. That configuration is **process-wide**,
   not per instance.
+* Once the base ``__init__`` has returned, the instance is offered to the installed
+  integrations (:func:`agent_rl_plugin.instrumentation.patching.claim`, the
+  ``agent_rl_instrument_object`` hook), unless ``enable_rl=False``: the integration that knows
+  the framework records what happens inside the traced methods (a MassGen agent's LLM and
+  tool calls, say). :func:`agent_rl_plugin.uninstrument` on the instance calls its undo. A
+  failing hook is logged; the object is built all the same.
 * The orchestrator's spans carry ``agent_rl.agent.role="orchestrator"``. Its run is the rollout
   root when no rollout is active, and sub-agents called from it (also through
   ``asyncio.gather``/``create_task``, which copy the context) are its children.
@@ -31,7 +37,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Sequence
 
 from agent_rl_plugin.instrumentation.calls import INSTANCE_FLAG
-from agent_rl_plugin.instrumentation.patching import wrap_class_methods
+from agent_rl_plugin.instrumentation.patching import claim, wrap_class_methods
 from agent_rl_plugin.instrumentation.recording import record_event
 from agent_rl_plugin.instrumentation.spans import log_failure
 
@@ -68,6 +74,8 @@ class RLAgentMixin:
         super().__init__(*args, **kwargs)
         if enable_rl is False:
             _set_flag(self)  # again: some bases (pydantic models) replace __dict__ in __init__
+        else:
+            claim(self)  # never raises
 
 
 def _set_flag(obj: Any) -> None:

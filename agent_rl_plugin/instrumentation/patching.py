@@ -12,10 +12,16 @@ Contract:
   a class (Python looks dunder methods up on the type).
 * Methods already wrapped (decorator, mixin, an earlier instrument of a base) are left alone, so
   everything combined still gives one span per call; instrumenting twice is a no-op.
+* An instance is first offered to the installed integrations (:func:`claim`, the
+  ``agent_rl_instrument_object`` hook), unless it was created with ``enable_rl=False``: the
+  integration that knows the object's framework installs its own recording (LLM calls, tool
+  calls, events), which lands inside the agent spans of the wrapped methods. It is offered
+  once per object (the mixins offer their instances at ``__init__``); a failing hook is logged
+  and the object is instrumented as if no integration knew it.
 * ``uninstrument(target)`` puts back exactly what was there: the original class ``__dict__``
   entries (the same ``classmethod``/``staticmethod`` objects), or for an instance removes the
-  attributes it added, so ``vars(obj)`` is as before. Uninstrumenting something not
-  instrumented is a no-op.
+  attributes it added, so ``vars(obj)`` is as before, then calls the claiming integration's
+  undo. Uninstrumenting something not instrumented is a no-op.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ import inspect
 import logging
 import types
 import weakref
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from agent_rl_plugin import plugins
+from agent_rl_plugin.instrumentation.calls import instance_disabled
+from agent_rl_plugin.instrumentation.spans import log_failure
 from agent_rl_plugin.instrumentation.wrappers import is_wrapped, wrap
 from agent_rl_plugin.semconv import SPAN_KIND_AGENT, SPAN_KIND_TOOL
 
@@ -40,9 +49,13 @@ AGENT_METHOD_NAMES: tuple[str, ...] = (
 
 _ABSENT: Any = object()  # "there was no entry": restoring means deleting
 _INSTANCE_PATCHES = "__agent_rl_patches__"
+#: In an instance's ``__dict__`` once an integration claimed it: that integration's undo
+#: (``None`` while the integrations are being asked).
+_INSTANCE_CLAIM = "__agent_rl_claim__"
+INSTRUMENT_HOOK = "agent_rl_instrument_object"
 _class_patches: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
 
-__all__ = ["instrument", "uninstrument", "AGENT_METHOD_NAMES"]
+__all__ = ["instrument", "uninstrument", "claim", "AGENT_METHOD_NAMES"]
 
 
 def resolve_static(cls: type, name: str, skip: Iterable[type] = ()) -> Any:
@@ -120,7 +133,8 @@ def instrument(
     """Trace ``target``'s agent ``methods`` and ``tool_methods`` (a class or an instance).
 
     ``role`` is recorded as ``agent_rl.agent.role`` (``"orchestrator"`` for a coordinator).
-    Returns ``target``. Idempotent; undo with :func:`uninstrument`.
+    An instance is first offered to the installed integrations (:func:`claim`). Returns
+    ``target``. Idempotent; undo with :func:`uninstrument`.
     """
     if methods is None:
         methods = getattr(target, "rl_methods", None)
@@ -131,8 +145,74 @@ def instrument(
             return target
         _class_patches[target] = wrap_class_methods(target, methods, tool_methods, role=role)
         return target
+    if _INSTANCE_PATCHES in _instance_dict(target):
+        return target
+    claim(target)  # first: an instance-level layer the integration installs is wrapped below
     _instrument_instance(target, methods, tool_methods, role)
     return target
+
+
+def claim(obj: Any) -> None:
+    """Offer the instance ``obj`` to the ``agent_rl_instrument_object`` hook.
+
+    Does nothing when an integration claimed ``obj`` already (its ``__dict__`` keeps the undo
+    until :func:`uninstrument`), when it was created with ``enable_rl=False``, or has no
+    ``__dict__``. The implementations are asked in pluggy's call order; the first that returns
+    something other than ``None`` has claimed ``obj``. One that raises is logged
+    (:func:`log_failure`) and skipped. An object no integration claimed is left exactly as it
+    was (``vars(obj)`` unchanged). Never raises.
+    """
+    try:
+        attrs = object.__getattribute__(obj, "__dict__")
+        if not isinstance(attrs, dict) or _INSTANCE_CLAIM in attrs or instance_disabled(obj):
+            return
+        attrs[_INSTANCE_CLAIM] = None  # while asking: a hook that instruments obj again is not re-asked
+    except Exception:
+        return
+    undo = _ask_integrations(obj)
+    try:
+        attrs = object.__getattribute__(obj, "__dict__")
+        if undo is None:
+            attrs.pop(_INSTANCE_CLAIM, None)
+        else:
+            attrs[_INSTANCE_CLAIM] = undo
+    except Exception:
+        log_failure("remembering which integration instrumented an object")
+
+
+def _ask_integrations(obj: Any) -> Callable[[], None] | None:
+    try:
+        caller = getattr(plugins.get_plugin_manager().hook, INSTRUMENT_HOOK, None)
+        impls = caller.get_hookimpls() if caller is not None else []
+    except Exception:
+        log_failure(f"collecting the {INSTRUMENT_HOOK} hooks")
+        return None
+    arguments = {"obj": obj}
+    for impl in reversed(impls):  # pluggy's call order; hook wrappers are not supported here
+        if impl.hookwrapper or impl.wrapper:
+            continue
+        try:
+            result = impl.function(*(arguments[name] for name in impl.argnames))
+        except Exception:
+            log_failure(f"the {INSTRUMENT_HOOK} hook of plugin {impl.plugin_name!r}")
+            continue
+        if result is None:
+            continue
+        if not callable(result):
+            logger.warning(
+                "agent-rl: the %s hook of plugin %r returned %r, not an undo callable: uninstrument() "
+                "cannot undo what it installed",
+                INSTRUMENT_HOOK,
+                impl.plugin_name,
+                type(result).__name__,
+            )
+            return _nothing
+        return result
+    return None
+
+
+def _nothing() -> None:
+    return None
 
 
 def _instance_dict(obj: Any) -> dict[str, Any]:
@@ -190,7 +270,8 @@ def _wrap_for_instance(obj: Any, cls: type, attrs: dict[str, Any], name: str, ki
 
 
 def uninstrument(target: T) -> T:
-    """Undo :func:`instrument` exactly. Returns ``target``."""
+    """Undo :func:`instrument` exactly, then call the undo of the integration that claimed the
+    instance (also one claimed by a mixin's ``__init__``). Returns ``target``."""
     if isinstance(target, type):
         patches = _class_patches.pop(target, None)
         for name, original in (patches or {}).items():
@@ -210,4 +291,10 @@ def uninstrument(target: T) -> T:
             attrs.pop(name, None)
         else:
             attrs[name] = original
+    undo = attrs.pop(_INSTANCE_CLAIM, None)
+    if undo is not None:
+        try:
+            undo()
+        except Exception:
+            log_failure(f"undoing an {INSTRUMENT_HOOK} hook")
     return target

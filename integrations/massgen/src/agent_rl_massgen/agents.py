@@ -18,19 +18,27 @@ per ``chat()``, streamed text as its output, ``enable_rl`` / ``rl_config`` keywo
 * the reward switches of :class:`agent_rl_massgen.RLConfig` are applied when a top-level
   ``chat()`` ends (:mod:`agent_rl_massgen.runs`).
 
+The backend, tracker and agent observation is one function, :func:`observe`, shared with the
+package's ``agent_rl_instrument_object`` hook, so ``arl.instrument(obj)`` and the generic
+``arl.RLAgentMixin`` / ``arl.RLOrchestratorMixin`` record the same spans and events as these
+mixins (the reward switches stay with these mixins).
+
 Every chunk MassGen yields is passed on unchanged, in the same order.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any, ClassVar
+import sys
+from typing import Any, Callable, ClassVar
 
 from agent_rl_plugin.integration import (
     RLAgentMixin,
     RLOrchestratorMixin,
     instance_disabled,
     instrument,
+    log_failure,
     uninstrument,
 )
 
@@ -47,6 +55,8 @@ __all__ = [
     "instrument_agent",
     "instrument_orchestrator",
     "uninstrument_massgen",
+    "observe",
+    "massgen_kind",
 ]
 
 _CONFIG_ATTR = "_agent_rl_massgen_config"
@@ -93,10 +103,82 @@ def _take_config(kwargs: dict[str, Any]) -> Any:
     return kwargs.get("rl_config")
 
 
-def _observe_agent(agent: Any) -> None:
-    backend = getattr(agent, "backend", None)
-    if backend is not None:
-        observe_backend(backend, owner=agent)
+def massgen_kind(obj: Any) -> str | None:
+    """``"orchestrator"``, ``"agent"`` (another MassGen ``ChatAgent``) or ``None`` for ``obj``.
+
+    Never imports MassGen: an object of a MassGen class exists only once MassGen is imported.
+    """
+    orchestrators = sys.modules.get("massgen.orchestrator")
+    if orchestrators is not None and isinstance(obj, getattr(orchestrators, "Orchestrator", ())):
+        return "orchestrator"
+    chat_agents = sys.modules.get("massgen.chat_agent")
+    if chat_agents is not None and isinstance(obj, getattr(chat_agents, "ChatAgent", ())):
+        return "agent"
+    return None
+
+
+def observe(obj: Any, instrument_agents: bool | None = None) -> Callable[[], None] | None:
+    """Record what MassGen does inside ``obj``; returns the undo, or ``None`` when ``obj`` is not
+    a MassGen agent or orchestrator. The one implementation behind the mixins,
+    :func:`instrument_agent` / :func:`instrument_orchestrator` and the ``agent_rl_instrument_object``
+    hook (so ``arl.instrument(obj)`` and ``arl.RLAgentMixin`` record the same).
+
+    * an agent: its backend's streams (``chat {model}`` and ``execute_tool`` spans,
+      :func:`agent_rl_massgen.stream.observe_backend`), ``obj`` being an owner whose
+      ``enable_rl=False`` switches its streams off;
+    * an orchestrator: its ``coordination_tracker`` (coordination events) and, with
+      ``instrument_agents`` (default: ``obj.rl_instrument_agents``, else true), its agents that
+      are not recorded otherwise (:func:`instrument_agent`: their ``chat`` span and backend).
+
+    Idempotent (a backend or tracker is observed once; the undo removes only what this call
+    installed). It never wraps ``obj``'s own ``chat``: its agent span comes from the caller (the
+    mixins' class wrappers, ``arl.instrument``). Never raises (a failure is logged).
+    """
+    kind = massgen_kind(obj)
+    if kind is None:
+        return None
+    undos: list[Callable[[], None]] = []
+    try:
+        if kind == "agent":
+            backend = getattr(obj, "backend", None)
+            if backend is not None and observe_backend(backend, owner=obj):
+                undos.append(lambda: unobserve_backend(backend))
+        else:
+            tracker = getattr(obj, "coordination_tracker", None)
+            if tracker is not None and observe_tracker(tracker):
+                undos.append(lambda: unobserve_tracker(tracker))
+            if instrument_agents is None:
+                instrument_agents = bool(getattr(obj, "rl_instrument_agents", True))
+            if instrument_agents:
+                undos.extend(_instrument_agents_of(obj))
+    except Exception:
+        log_failure("agent-rl-massgen: instrumenting a MassGen object")
+
+    def undo() -> None:
+        for step in reversed(undos):
+            try:
+                step()
+            except Exception:
+                log_failure("agent-rl-massgen: undoing the instrumentation of a MassGen object")
+
+    return undo
+
+
+def _instrument_agents_of(orchestrator: Any) -> list[Callable[[], None]]:
+    undos: list[Callable[[], None]] = []
+    for agent in (getattr(orchestrator, "agents", None) or {}).values():
+        try:
+            if isinstance(agent, (MassGenAgentMixin, MassGenOrchestratorMixin)) or _patched(agent):
+                continue
+            instrument_agent(agent)
+            undos.append(functools.partial(uninstrument_massgen, agent))
+        except Exception:
+            logger.warning("agent-rl-massgen: could not instrument agent %r", agent, exc_info=True)
+    return undos
+
+
+def _patched(obj: Any) -> bool:
+    return bool(getattr(obj, "__dict__", {}).get(_PATCHED_ATTR))
 
 
 class MassGenAgentMixin(RLAgentMixin):
@@ -108,7 +190,7 @@ class MassGenAgentMixin(RLAgentMixin):
         super().__init__(*args, **kwargs)
         self.__dict__[_CONFIG_ATTR] = config
         if not instance_disabled(self):
-            _observe_agent(self)
+            observe(self)  # done already when the agent_rl_instrument_object hook is installed
 
     async def chat(self, messages: Any, *args: Any, **kwargs: Any):  # type: ignore[override]
         inner = super().chat(messages, *args, **kwargs)
@@ -128,7 +210,7 @@ class MassGenOrchestratorMixin(RLOrchestratorMixin):
         super().__init__(*args, **kwargs)
         self.__dict__[_CONFIG_ATTR] = config
         if not instance_disabled(self):  # enable_rl=False: MassGen's objects stay untouched
-            _observe_orchestrator(self, instrument_agents=self.rl_instrument_agents)
+            observe(self, instrument_agents=self.rl_instrument_agents)
 
     async def chat(self, messages: Any, *args: Any, **kwargs: Any):  # type: ignore[override]
         tracker = getattr(self, "coordination_tracker", None)
@@ -139,27 +221,13 @@ class MassGenOrchestratorMixin(RLOrchestratorMixin):
             yield chunk
 
 
-def _observe_orchestrator(orchestrator: Any, instrument_agents: bool) -> None:
-    tracker = getattr(orchestrator, "coordination_tracker", None)
-    if tracker is not None:
-        observe_tracker(tracker)
-    if not instrument_agents:
-        return
-    for agent in (getattr(orchestrator, "agents", None) or {}).values():
-        try:
-            if not isinstance(agent, (MassGenAgentMixin, MassGenOrchestratorMixin)):
-                instrument_agent(agent)
-        except Exception:
-            logger.warning("agent-rl-massgen: could not instrument agent %r", agent, exc_info=True)
-
-
 # --- existing objects -----------------------------------------------------------------------
 def instrument_agent(agent: Any) -> Any:
     """Record an existing MassGen agent object (its ``chat`` and its backend). Idempotent."""
-    if getattr(agent, "__dict__", {}).get(_PATCHED_ATTR):
+    if _patched(agent):
         return agent
-    instrument(agent, methods=["chat"])
-    _observe_agent(agent)
+    instrument(agent, methods=["chat"])  # asks the hook too, when the massgen plugin is installed
+    observe(agent)
     agent.__dict__[_PATCHED_ATTR] = True
     return agent
 
@@ -168,10 +236,10 @@ def instrument_orchestrator(orchestrator: Any, instrument_agents: bool = True) -
     """Record an existing MassGen ``Orchestrator`` object: its ``chat``, its coordination events
     and (``instrument_agents``) its agents. Idempotent. Reward switches come from the
     process-wide configuration (``agent_rl_massgen.RLConfig``) or the environment."""
-    if getattr(orchestrator, "__dict__", {}).get(_PATCHED_ATTR):
+    if _patched(orchestrator):
         return orchestrator
     instrument(orchestrator, methods=["chat"], role="orchestrator")
-    _observe_orchestrator(orchestrator, instrument_agents)
+    observe(orchestrator, instrument_agents)
     orchestrator.__dict__[_PATCHED_ATTR] = True
     return orchestrator
 

@@ -2,6 +2,12 @@
 
 Hooks:
 
+* ``agent_rl_instrument_object``: ``arl.instrument(obj)`` and ``arl.RLAgentMixin`` /
+  ``arl.RLOrchestratorMixin`` instances of MassGen classes get what ``MassGenAgentMixin`` /
+  ``MassGenOrchestratorMixin`` record: a ``SingleAgent`` / ``ConfigurableAgent`` (any MassGen
+  ``ChatAgent``) its backend's LLM calls and executed tools, an ``Orchestrator`` its
+  coordination events and its agents (:func:`agent_rl_massgen.agents.observe`). Other objects,
+  and every object while MassGen is not imported, are passed (``None``).
 * ``agent_rl_state_key``: GiGPO state key of a MassGen LLM step without a recorded key (spans
   ingested from elsewhere, older recordings): a hash of its last user message, where MassGen
   puts the task and the answers the agent can see. Steps recorded by this adapter carry the same
@@ -12,7 +18,8 @@ Hooks:
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+from typing import Any, Callable
 
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -20,6 +27,15 @@ from agent_rl_massgen.stream import state_key_of
 
 #: Markers MassGen puts in the user message of a coordination turn.
 MASSGEN_MARKERS = ("<ORIGINAL MESSAGE>", "<CURRENT ANSWERS")
+
+
+@hookimpl
+def agent_rl_instrument_object(obj: Any) -> Callable[[], None] | None:
+    if "massgen" not in sys.modules:  # no MassGen object can exist: never import it here
+        return None
+    from agent_rl_massgen.agents import observe
+
+    return observe(obj)
 
 
 @hookimpl
