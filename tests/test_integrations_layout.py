@@ -33,13 +33,23 @@ def test_there_are_integrations():
 def test_integration_layout(pyproject: Path):
     name = pyproject.parent.name  # a Python-friendly directory name, e.g. pydantic_ai
     dashed = name.replace("_", "-")  # the distribution and page names, e.g. pydantic-ai
-    project = tomllib.loads(pyproject.read_text())["project"]
-    assert re.sub(r"[-_.]+", "-", project["name"].lower()) == f"agent-rl-{dashed}"
+    data = tomllib.loads(pyproject.read_text())
+    project = data["project"]
+    # A test environment: tests of a core feature against a package whose pins the main lock
+    # cannot hold (LiteLLM capture); no package or entry point of its own.
+    environment_only = data.get("tool", {}).get("agent-rl", {}).get("test-environment", False)
+    expected = f"agent-rl-{dashed}-tests" if environment_only else f"agent-rl-{dashed}"
+    assert re.sub(r"[-_.]+", "-", project["name"].lower()) == expected
     dependencies = {_requirement_name(r) for r in project.get("dependencies", [])}
     assert "agent-rl-plugin" in dependencies
-    assert len(dependencies) >= 2, "an integration depends on its framework too"
     entry_points = project.get("entry-points", {}).get("agent_rl_plugin", {})
-    assert entry_points, "declares an entry point in group agent_rl_plugin"
+    if environment_only:
+        tested = {_requirement_name(r) for r in project["optional-dependencies"]["test"]}
+        assert dashed in tested, "a test environment installs the package it tests in its [test] extra"
+        assert not entry_points and data["tool"]["setuptools"]["packages"] == [], "no package of its own"
+    else:
+        assert len(dependencies) >= 2, "an integration depends on its framework too"
+        assert entry_points, "declares an entry point in group agent_rl_plugin"
     for target in entry_points.values():
         module = target.split(":")[0]
         assert (pyproject.parent / "src" / Path(*module.split("."))).with_suffix(".py").exists() or (
