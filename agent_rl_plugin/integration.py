@@ -27,7 +27,10 @@ What it offers, by task:
   :func:`rollout_status` when the integration itself opens an implicit rollout.
 * **Recording from a framework's own events**: :func:`record_llm_call`,
   :func:`record_tool_call`, :func:`record_event`, :func:`emit_reward`.
-* **Avoiding double recording**: :func:`suppress` / :func:`unsuppress` switch recording off for
+* **Avoiding double recording**: :func:`client_capture_paused` (a context manager) stops LLM
+  client capture (the OpenAI/Anthropic/LiteLLM SDK calls ``configure()`` records with no code)
+  inside it: wrap the framework's model call in it when the integration records that call from
+  the framework's own events. :func:`suppress` / :func:`unsuppress` switch recording off for
   the running context (e.g. while the framework's own LLM span covers a call that automatic
   capture would record again); :func:`is_suppressed`; :func:`instance_disabled` for objects
   created with ``enable_rl=False``.
@@ -67,6 +70,7 @@ from agent_rl_plugin.instrumentation import (
     uninstrument,
 )
 from agent_rl_plugin.instrumentation.calls import instance_disabled, is_recording, is_suppressed, suppress, unsuppress
+from agent_rl_plugin.instrumentation.clients import client_capture_paused
 from agent_rl_plugin.instrumentation.context import fire_rollout_end, fire_rollout_start, rollout_status
 from agent_rl_plugin.instrumentation.spans import (
     capture_content,
@@ -105,6 +109,7 @@ __all__ = [
     "is_enabled",
     "is_recording",
     "is_suppressed",
+    "client_capture_paused",
     "log_failure",
     "new_id",
     "record_error",
