@@ -101,22 +101,20 @@ def leave_captured_client_call(token: contextvars.Token[bool]) -> None:
 
 def mark_covered(span: Any, own_scope: str) -> None:
     """Called for each span started inside a captured LLM client call. A span of another tracer
-    (an SDK's own GenAI span, e.g. the Anthropic SDK's) describes the call the capture records:
-    it is kept, as a client request, not a second LLM call (its ``gen_ai.operation.name`` moves
-    to ``agent_rl.covered.operation``). Never raises."""
+    (the SDK's own GenAI span, as the Anthropic SDK emits; an OpenInference or OpenLLMetry
+    instrumentor's; an HTTP client span) is part of the call the capture records: it is kept, as
+    a client request, never a second LLM call. Its ``gen_ai.operation.name`` becomes
+    ``client_request`` (the original, if any, moves to ``agent_rl.covered.operation``), which
+    the store's normalisers keep (a present key is never overwritten). Never raises."""
     try:
         scope = getattr(span, "instrumentation_scope", None)
         if scope is None or scope.name == own_scope:
             return
         operation = (span.attributes or {}).get(semconv.GEN_AI_OPERATION_NAME)
+        marks = {semconv.GEN_AI_OPERATION_NAME: semconv.OP_CLIENT_REQUEST, semconv.SPAN_KIND: semconv.OP_CLIENT_REQUEST}
         if operation is not None:
-            span.set_attributes(
-                {
-                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_CLIENT_REQUEST,
-                    semconv.COVERED_OPERATION: str(operation),
-                    semconv.SPAN_KIND: semconv.OP_CLIENT_REQUEST,
-                }
-            )
+            marks[semconv.COVERED_OPERATION] = str(operation)
+        span.set_attributes(marks)
     except Exception:  # never break span creation
         logger.debug("could not mark a span covered by client capture", exc_info=True)
 

@@ -341,3 +341,28 @@ def test_the_environment_variable_selects_clients():
     assert arl.RLConfig.from_env({"AGENT_RL_INSTRUMENT_CLIENTS": "openai,LiteLLM"}).instrument_clients == [
         "openai", "litellm"]
     assert arl.RLConfig.from_env({}).instrument_clients == ["auto"]
+
+
+def test_an_instrumentors_span_inside_a_captured_call_is_kept_as_a_client_request(store):
+    """An OpenInference-style instrumentor traces the same request one level down (its span
+    says only ``openinference.span.kind=LLM``; the store's normaliser would make it a chat span):
+    it stays a client request under the captured call, not a second LLM call."""
+    import httpx2
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("openinference.instrumentation.openai")
+
+    def on_request(request: httpx2.Request) -> None:
+        span = tracer.start_span("ChatCompletion", attributes={
+            "openinference.span.kind": "LLM", "llm.model_name": "m",
+            "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "y"})
+        span.end()
+
+    with ScriptedLLMServer(["answer"]) as server:
+        client = openai.OpenAI(base_url=server.openai_url, api_key="test",
+                               http_client=httpx2.Client(event_hooks={"request": [on_request]}))
+        with arl.rollout(task_id="t"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
+    rows = llm_rows(store)
+    assert [r["provider"] for r in rows] == ["openai"]
+    assert store.one("select attributes->>'$.\"gen_ai.operation.name\"' from spans where name = 'ChatCompletion'") == "client_request"
