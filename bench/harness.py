@@ -40,6 +40,8 @@ SCHEMA_VERSION = 1
 ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("overhead", "bench.overhead", "time per decorated call (span + attributes + hand-off to the exporter)",
      "<= 1.25x a bare OTel span"),
+    ("capture", "bench.client_capture", "time per OpenAI SDK call captured by configure() (whole and streamed)",
+     "<= 1.25x the same call uncaptured"),
     ("ingest", "bench.store_ingest", "finished OTel spans/s converted and committed to DuckDB by our exporter",
      ">= 100k spans/s, >= 3x JSON files, >= 50x INSERT per span"),
     ("startup", "bench.startup", "import + configure() + one decorated call + flush(), fresh interpreter",

@@ -102,7 +102,7 @@ def test_row_round_trip_and_report_shape(tmp_path):
 
 
 def test_rows_are_registered():
-    assert harness.ROW_IDS == ("overhead", "ingest", "startup", "spool", "receiver", "dataset", "gigpo", "train", "memory",
+    assert harness.ROW_IDS == ("overhead", "capture", "ingest", "startup", "spool", "receiver", "dataset", "gigpo", "train", "memory",
                                "learning", "gpu_kto", "gpu_grpo")
     with pytest.raises(KeyError):
         harness.row_spec("nope")

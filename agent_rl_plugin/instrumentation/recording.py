@@ -183,6 +183,8 @@ def _check_state_key(value: Any) -> str:
 
 def _check_logprobs(value: Any) -> tuple[float, ...]:
     items = _as_list(value, "logprobs")
+    if all(type(item) is float for item in items) and all(map(math.isfinite, items)):
+        return tuple(items)  # the common case, without the per-item ABC checks below
     for i, item in enumerate(items):
         if isinstance(item, bool) or not isinstance(item, numbers.Real) or not math.isfinite(item):
             raise _InvalidTrainingData(f"logprobs[{i}] is {safe_repr(item):.40}, not a finite number")
@@ -191,6 +193,8 @@ def _check_logprobs(value: Any) -> tuple[float, ...]:
 
 def _check_token_ids(value: Any) -> tuple[int, ...]:
     items = _as_list(value, "token_ids")
+    if all(type(item) is int for item in items) and (not items or min(items) >= 0):
+        return tuple(items)  # the common case, without the per-item ABC checks below
     for i, item in enumerate(items):
         if isinstance(item, bool) or not isinstance(item, numbers.Integral) or item < 0:
             raise _InvalidTrainingData(f"token_ids[{i}] is {safe_repr(item):.40}, not a token id (an int >= 0)")
