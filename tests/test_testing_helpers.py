@@ -35,3 +35,19 @@ def test_isolated_recording_clears_agent_rl_variables_and_restores_them(monkeypa
         assert "AGENT_RL_DB" not in os.environ
     assert os.environ["AGENT_RL_DB"] == str(tmp_path / "elsewhere.duckdb")
     assert isinstance(StoreReader(tmp_path / "x.duckdb").path, os.PathLike)
+
+
+def test_offline_network_blocks_connections_off_this_machine_and_not_loopback():
+    import socket
+
+    from agent_rl_plugin.testing import offline_network
+    from agent_rl_plugin.testing.llm_server import ScriptedLLMServer
+
+    with ScriptedLLMServer(["hi"]) as server, offline_network():
+        port = int(server.base_url.rsplit(":", 1)[1])
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # loopback still works
+        with pytest.raises(AssertionError, match="must run offline: a lookup of 'example.com'"):
+            socket.getaddrinfo("example.com", 443)
+        with pytest.raises(AssertionError, match="must run offline: a connection to"):
+            socket.socket().connect(("10.255.255.1", 9))
+    assert socket.socket.connect is socket.socket.__dict__["connect"]  # restored

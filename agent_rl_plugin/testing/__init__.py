@@ -5,9 +5,15 @@
 * :func:`isolated_recording`: a context in which recording starts from a clean slate (no
   ``AGENT_RL_*`` variables but the autoload switch, a fresh plugin manager without entry points)
   and is shut down afterwards.
+* :func:`offline_network`: a context in which a connection or name lookup off this machine
+  fails with an ``AssertionError`` naming the address (loopback and Unix sockets still work), so
+  a test proves it runs offline.
+* :mod:`agent_rl_plugin.testing.llm_server`: a scripted OpenAI / Anthropic API server on
+  127.0.0.1, for agents that call an LLM SDK.
 * As a pytest plugin (``pytest_plugins = ["agent_rl_plugin.testing"]``) it provides the fixtures
   ``agent_rl_isolated`` (the above, in ``tmp_path`` as the working directory), ``agent_rl_db``
-  (a path for the test's database) and ``agent_rl_store`` (a :class:`StoreReader` on it).
+  (a path for the test's database), ``agent_rl_store`` (a :class:`StoreReader` on it) and
+  ``agent_rl_offline`` (:func:`offline_network` for the test).
 
 Example::
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -78,6 +85,35 @@ def isolated_recording(environ: Any = None) -> Iterator[None]:
             os.environ.update(saved)
 
 
+_LOOPBACK = ("127.", "::1", "localhost")
+
+
+@contextlib.contextmanager
+def offline_network() -> Iterator[None]:
+    """Inside: ``socket.connect`` and ``socket.getaddrinfo`` to anything but loopback (or a Unix
+    socket) raise ``AssertionError("... must run offline: ...")``. Restored on exit."""
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def offline_connect(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if self.family == getattr(socket, "AF_UNIX", None) or str(host).startswith(_LOOPBACK):
+            return connect(self, address)
+        raise AssertionError(f"the test must run offline: a connection to {address!r} was attempted")
+
+    def offline_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host is None or str(host).startswith(_LOOPBACK):
+            return getaddrinfo(host, *args, **kwargs)
+        raise AssertionError(f"the test must run offline: a lookup of {host!r} was attempted")
+
+    socket.socket.connect = offline_connect  # type: ignore[method-assign,assignment]
+    socket.getaddrinfo = offline_getaddrinfo
+    try:
+        yield
+    finally:
+        socket.socket.connect = connect  # type: ignore[method-assign]
+        socket.getaddrinfo = getaddrinfo
+
+
 try:  # the pytest plugin part; importing this module never requires pytest
     import pytest
 except ImportError:  # pragma: no cover
@@ -102,5 +138,11 @@ if pytest is not None:
         """A :class:`StoreReader` on :func:`agent_rl_db`."""
         return StoreReader(agent_rl_db)
 
+    @pytest.fixture
+    def agent_rl_offline() -> Iterator[None]:
+        """:func:`offline_network` for the test."""
+        with offline_network():
+            yield
 
-__all__ = ["KEEP_VARIABLES", "StoreReader", "isolated_recording"]
+
+__all__ = ["KEEP_VARIABLES", "StoreReader", "isolated_recording", "offline_network"]

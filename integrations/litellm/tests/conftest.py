@@ -1,11 +1,12 @@
 """Fixtures: offline (a connection off this machine fails the test; LiteLLM reads its bundled
-model cost map), each test records into its own DuckDB file with a fresh plugin manager."""
+model cost map), each test records into its own DuckDB file from a clean slate
+(agent_rl_plugin.testing's fixtures)."""
 
 from __future__ import annotations
 
 import os
-import socket
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Iterator
 
 os.environ.setdefault("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -13,35 +14,14 @@ os.environ.setdefault("LITELLM_TELEMETRY", "False")
 
 import pytest  # noqa: E402
 
-from agent_rl_plugin import plugins, tracing  # noqa: E402
-
-_LOOPBACK = ("127.", "::1", "localhost")
-_connect = socket.socket.connect
-_getaddrinfo = socket.getaddrinfo
-
-
-def _offline_connect(self: socket.socket, address: Any) -> Any:
-    host = address[0] if isinstance(address, tuple) else str(address)
-    if self.family == socket.AF_UNIX or str(host).startswith(_LOOPBACK):
-        return _connect(self, address)
-    raise AssertionError(f"the litellm tests must run offline: a connection to {address!r} was attempted")
-
-
-def _offline_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-    if host is None or str(host).startswith(_LOOPBACK):
-        return _getaddrinfo(host, *args, **kwargs)
-    raise AssertionError(f"the litellm tests must run offline: a lookup of {host!r} was attempted")
+pytest_plugins = ["agent_rl_plugin.testing"]
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(socket.socket, "connect", _offline_connect)
-    monkeypatch.setattr(socket, "getaddrinfo", _offline_getaddrinfo)
+def _offline_and_isolated(agent_rl_offline: None, agent_rl_isolated: Path) -> Iterator[None]:
+    yield
 
 
 @pytest.fixture
-def db_path(tmp_path) -> Iterator[str]:
-    plugins.set_plugin_manager(plugins.new_plugin_manager(load_entry_points=False))
-    yield str(tmp_path / "runs.duckdb")
-    tracing.shutdown()
-    plugins.set_plugin_manager(None)
+def db_path(agent_rl_db: Path) -> str:
+    return str(agent_rl_db)
