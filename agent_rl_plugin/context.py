@@ -99,16 +99,28 @@ def leave_captured_client_call(token: contextvars.Token[bool]) -> None:
     _IN_CLIENT_CALL.reset(token)
 
 
-def mark_covered(span: Any, own_scope: str) -> None:
-    """Called for each span started inside a captured LLM client call. A span of another tracer
-    (the SDK's own GenAI span, as the Anthropic SDK emits; an OpenInference or OpenLLMetry
-    instrumentor's; an HTTP client span) is part of the call the capture records: it is kept, as
-    a client request, never a second LLM call. Its ``gen_ai.operation.name`` becomes
-    ``client_request`` (the original, if any, moves to ``agent_rl.covered.operation``), which
-    the store's normalisers keep (a present key is never overwritten). Never raises."""
+def _is_llm_span(span: Any) -> bool:
+    attributes = getattr(span, "attributes", None) or {}
+    return (
+        attributes.get(semconv.SPAN_KIND) == semconv.SPAN_KIND_LLM
+        or attributes.get(semconv.GEN_AI_OPERATION_NAME) in semconv.LLM_OPERATIONS
+    )
+
+
+def mark_covered(span: Any, parent: Any, own_scope: str) -> None:
+    """Called for each span as it starts, with its parent span (or ``None``). A span of another
+    tracer that starts inside a captured LLM client call, or as the child of an LLM span (a
+    framework's own ``chat`` span, ours or any GenAI one), describes the same model call: the
+    SDK's own span (the Anthropic SDK emits one per call), an OpenInference or OpenLLMetry
+    instrumentor's, an HTTP client's. It is kept, as a client request, never a second LLM call:
+    its ``gen_ai.operation.name`` becomes ``client_request`` (the original, if any, moves to
+    ``agent_rl.covered.operation``), which the store's normalisers keep (a present key is never
+    overwritten). Our own spans are never marked. Never raises."""
     try:
         scope = getattr(span, "instrumentation_scope", None)
         if scope is None or scope.name == own_scope:
+            return
+        if not (_IN_CLIENT_CALL.get() or (parent is not None and _is_llm_span(parent))):
             return
         operation = (span.attributes or {}).get(semconv.GEN_AI_OPERATION_NAME)
         marks = {semconv.GEN_AI_OPERATION_NAME: semconv.OP_CLIENT_REQUEST, semconv.SPAN_KIND: semconv.OP_CLIENT_REQUEST}
@@ -116,7 +128,7 @@ def mark_covered(span: Any, own_scope: str) -> None:
             marks[semconv.COVERED_OPERATION] = str(operation)
         span.set_attributes(marks)
     except Exception:  # never break span creation
-        logger.debug("could not mark a span covered by client capture", exc_info=True)
+        logger.debug("could not mark a span covered by an LLM call", exc_info=True)
 
 
 def set_current(info: RolloutInfo | None) -> contextvars.Token[RolloutInfo | None]:

@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
-from agent_rl_plugin.context import current_rollout_attributes, in_captured_client_call, mark_covered
+from agent_rl_plugin.context import current_rollout_attributes, mark_covered
 from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
 from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform, with_attributes
@@ -92,8 +92,9 @@ class AgentRLSpanProcessor(SpanProcessor):
         if pending is not None:  # our call's start attributes, handed over by start_with_attributes
             PENDING.attributes = None
             _put_start_attributes(span, pending)
-        if in_captured_client_call():
-            mark_covered(span, INSTRUMENTATION_NAME)
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name != INSTRUMENTATION_NAME:  # another tracer's span
+            mark_covered(span, trace.get_current_span(parent_context), INSTRUMENTATION_NAME)
         attrs = current_rollout_attributes()
         if attrs:
             try:

@@ -366,3 +366,20 @@ def test_an_instrumentors_span_inside_a_captured_call_is_kept_as_a_client_reques
     rows = llm_rows(store)
     assert [r["provider"] for r in rows] == ["openai"]
     assert store.one("select attributes->>'$.\"gen_ai.operation.name\"' from spans where name = 'ChatCompletion'") == "client_request"
+
+
+def test_an_sdks_own_span_under_a_frameworks_llm_span_is_not_a_second_llm_call(store):
+    """A framework records the model call (its LLM span is current, so capture leaves the call to
+    it); the Anthropic SDK's own OpenTelemetry span beneath it describes the same call."""
+    from opentelemetry import trace
+
+    from agent_rl_plugin import integration
+
+    with ScriptedLLMServer(["answer"]) as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test")
+        with arl.rollout(task_id="t"):
+            span = integration.start_span("chat framework-model", integration.LLM)
+            with trace.use_span(span, end_on_exit=True):
+                client.messages.create(model="claude", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    assert [r["name"] for r in llm_rows(store)] == ["chat framework-model"]
+    assert store.one("select count(*) from spans where attributes->>'$.\"agent_rl.covered.operation\"' = 'chat'") == 1
