@@ -112,21 +112,17 @@ def mark_covered(span: Any, parent: Any, own_scope: str) -> None:
     tracer that starts inside a captured LLM client call, or as the child of an LLM span (a
     framework's own ``chat`` span, ours or any GenAI one), describes the same model call: the
     SDK's own span (the Anthropic SDK emits one per call), an OpenInference or OpenLLMetry
-    instrumentor's, an HTTP client's. It is kept, as a client request, never a second LLM call:
-    its ``gen_ai.operation.name`` becomes ``client_request`` (the original, if any, moves to
-    ``agent_rl.covered.operation``), which the store's normalisers keep (a present key is never
-    overwritten). Our own spans are never marked. Never raises."""
+    instrumentor's, an HTTP client's. It gets one attribute, ``agent_rl.covered``, and nothing
+    else changes (other exporters see it as its tracer made it); the store's ``covered``
+    normaliser then keeps it as a client request, never a second LLM call. Our own spans are
+    never marked. Never raises."""
     try:
         scope = getattr(span, "instrumentation_scope", None)
         if scope is None or scope.name == own_scope:
             return
         if not (_IN_CLIENT_CALL.get() or (parent is not None and _is_llm_span(parent))):
             return
-        operation = (span.attributes or {}).get(semconv.GEN_AI_OPERATION_NAME)
-        marks = {semconv.GEN_AI_OPERATION_NAME: semconv.OP_CLIENT_REQUEST, semconv.SPAN_KIND: semconv.OP_CLIENT_REQUEST}
-        if operation is not None:
-            marks[semconv.COVERED_OPERATION] = str(operation)
-        span.set_attributes(marks)
+        span.set_attribute(semconv.COVERED, semconv.OP_CLIENT_REQUEST)
     except Exception:  # never break span creation
         logger.debug("could not mark a span covered by an LLM call", exc_info=True)
 

@@ -69,7 +69,11 @@ STATE_KEY: Final = "agent_rl.state.key"  # GiGPO state key of an LLM step (the s
 LOGPROBS: Final = "agent_rl.logprobs"  # JSON list of floats: behaviour log-probs of the sampled output tokens
 TOKEN_IDS: Final = "agent_rl.token_ids"  # JSON list of ints: the sampled output token ids (content)
 OP_CLIENT_REQUEST: Final = "client_request"  # an SDK's own span of a call that client capture recorded
+COVERED: Final = "agent_rl.covered"  # set on another tracer's span that describes an LLM call already recorded
 COVERED_OPERATION: Final = "agent_rl.covered.operation"  # that span's original gen_ai.operation.name
+LLM_INCOMPLETE: Final = (
+    "agent_rl.llm.incomplete"  # true: a streamed answer the agent stopped reading before its end (cut text)
+)
 PROMPT_TOKEN_IDS: Final = (
     "agent_rl.prompt_token_ids"  # JSON list of ints: the prompt's token ids as the server saw them (content)
 )

@@ -383,3 +383,78 @@ def test_an_sdks_own_span_under_a_frameworks_llm_span_is_not_a_second_llm_call(s
                 client.messages.create(model="claude", max_tokens=5, messages=[{"role": "user", "content": "x"}])
     assert [r["name"] for r in llm_rows(store)] == ["chat framework-model"]
     assert store.one("select count(*) from spans where attributes->>'$.\"agent_rl.covered.operation\"' = 'chat'") == 1
+
+
+def test_a_captured_stream_is_the_sdks_own_stream_object(store, server):
+    client = openai.OpenAI(base_url=server.openai_url, api_key="test")
+    aclient = openai.AsyncOpenAI(base_url=server.openai_url, api_key="test")
+    with arl.rollout(task_id="t"):
+        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+        assert type(stream) is openai.Stream
+        list(stream)
+
+        async def use() -> type:
+            astream = await aclient.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}],
+                                                            stream=True)
+            async for _ in astream:
+                pass
+            return type(astream)
+
+        assert asyncio.run(use()) is openai.AsyncStream
+    assert len(llm_rows(store)) == 2
+
+
+def test_a_stream_left_before_its_end_is_recorded_as_incomplete(store):
+    with ScriptedLLMServer(["one two three four five"]) as server:
+        client = openai.OpenAI(base_url=server.openai_url, api_key="test")
+        with arl.rollout(task_id="t"):
+            with client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                                stream=True) as stream:
+                for chunk in stream:
+                    if chunk.choices and (chunk.choices[0].delta.content or "").strip() == "two":
+                        break  # the agent stops reading: the text it has is cut
+            for _ in client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}], stream=True):
+                pass
+    cut, whole = llm_rows(store)
+    assert json.loads(cut["output_messages"]) == [{"role": "assistant", "content": "one two"}]
+    assert attr(cut, "agent_rl.llm.incomplete") is True
+    assert attr(whole, "agent_rl.llm.incomplete") is None
+    assert json.loads(whole["output_messages"]) == [{"role": "assistant", "content": "one two three four five"}]
+
+
+def test_anthropic_raw_responses_and_failed_stream_openings_are_recorded(store):
+    with ScriptedLLMServer(["raw answer"]) as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test")
+        with arl.rollout(task_id="t"):
+            raw = client.messages.with_raw_response.create(
+                model="claude", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+            assert raw.parse().content[0].text == "raw answer"
+    down = anthropic.Anthropic(base_url="http://127.0.0.1:9", api_key="test", max_retries=0)
+    with arl.rollout(task_id="t2"), pytest.raises(anthropic.APIConnectionError):
+        with down.messages.stream(model="claude", max_tokens=5, messages=[{"role": "user", "content": "x"}]):
+            pass
+    raw_row, failed = llm_rows(store)
+    assert json.loads(raw_row["output_messages"]) == [{"role": "assistant", "content": "raw answer"}]
+    assert failed["status"] == "error"
+
+
+def test_other_exporters_see_the_sdks_own_span_as_the_sdk_made_it(store):
+    """Only our store treats the covered span as a client request; a user's own exporter on the
+    same tracer provider gets the Anthropic SDK's span unchanged, plus one marker attribute."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    users_exporter = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(users_exporter))
+    try:
+        with ScriptedLLMServer(["answer"]) as server:
+            client = anthropic.Anthropic(base_url=server.base_url, api_key="test")
+            with arl.rollout(task_id="t"):
+                client.messages.create(model="claude", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        (sdk_span,) = [s for s in users_exporter.get_finished_spans() if s.instrumentation_scope.name != "agent_rl_plugin"]
+        assert sdk_span.attributes["gen_ai.operation.name"] == "chat"
+        assert sdk_span.attributes["agent_rl.covered"] == "client_request"
+    finally:
+        users_exporter.shutdown()
+    assert [r["provider"] for r in llm_rows(store)] == ["anthropic"]

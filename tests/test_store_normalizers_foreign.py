@@ -324,9 +324,9 @@ def test_own_kind_wins_over_foreign_kinds(tmp_path):
 
 
 def test_builtin_order_is_the_stated_precedence():
-    assert [name for name, _ in BUILTIN_NORMALIZERS] == ["openinference", "openllmetry", "genai"]
+    assert [name for name, _ in BUILTIN_NORMALIZERS] == ["covered", "openinference", "openllmetry", "genai"]
     collected = [name for name, _ in collect_normalizers(plugins.new_plugin_manager(load_entry_points=False))]
-    assert collected[-3:] == ["openinference", "openllmetry", "genai"]
+    assert collected[-4:] == ["covered", "openinference", "openllmetry", "genai"]
 
 
 def test_an_outside_normalizer_runs_before_the_builtins(tmp_path):

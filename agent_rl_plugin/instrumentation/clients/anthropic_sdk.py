@@ -17,6 +17,7 @@ from agent_rl_plugin.instrumentation.clients.capture import CallRequest, CallRes
 from agent_rl_plugin.instrumentation.clients.chat_shape import chat_request_attributes
 from agent_rl_plugin.instrumentation.clients.registry import Patch
 from agent_rl_plugin.instrumentation.clients.streams import wrap_stream
+from agent_rl_plugin.semconv import LLM_INCOMPLETE
 
 PROVIDER = "anthropic"
 
@@ -127,6 +128,11 @@ class MessageStreamAccumulator:
         return message_result(self._message)
 
 
+def whole(message: Any) -> CallResult:
+    """A whole answer (a ``Message``; anything else is recorded without output)."""
+    return message_result(message) if get(message, "content") is not None else CallResult()
+
+
 def _request(kwargs: dict[str, Any]) -> CallRequest:
     capture.listed(kwargs, "messages", "system")
     return CallRequest(
@@ -139,9 +145,13 @@ def _request(kwargs: dict[str, Any]) -> CallRequest:
 
 def _create_wrapper(original: Callable[..., Any], *, is_async: bool) -> Callable[..., Any]:
     def finished(call: ClientCall, kwargs: dict[str, Any], response: Any) -> Any:
-        if kwargs.get("stream"):
+        raw = capture.raw_mode(kwargs)
+        if kwargs.get("stream") and raw is None:
             return wrap_stream(response, call, MessageStreamAccumulator, is_async=is_async)
-        call.finish(lambda: message_result(response) if get(response, "content") is not None else CallResult())
+        if raw == "stream" or kwargs.get("stream"):
+            call.finish(CallResult)  # reading it would consume the caller's stream
+        else:
+            call.finish(lambda: whole(capture.parsed(response, kwargs)))
         return response
 
     return capture.call_wrapper(original, PROVIDER, _request, finished, is_async=is_async)
@@ -163,11 +173,24 @@ class _CapturedStreamManager:
             self._call.fail(error)
             return
         snapshot = getattr(self._stream, "current_message_snapshot", None) if self._stream is not None else None
-        self._call.finish(lambda: message_result(snapshot) if snapshot is not None else CallResult())
+
+        def result() -> CallResult:
+            if snapshot is None:
+                return CallResult(attributes={LLM_INCOMPLETE: True})
+            answer = message_result(snapshot)
+            if not answer.finish_reasons:  # left before message_stop: the text is cut
+                answer.attributes[LLM_INCOMPLETE] = True
+            return answer
+
+        self._call.finish(result)
 
     def __enter__(self) -> Any:
-        with capture.running_captured_call():
-            self._stream = self._manager.__enter__()
+        try:
+            with capture.running_captured_call():
+                self._stream = self._manager.__enter__()
+        except BaseException as error:
+            self._call.fail(error)
+            raise
         return self._stream
 
     def __exit__(self, *exc_info: Any) -> Any:
@@ -177,8 +200,12 @@ class _CapturedStreamManager:
             self._record(exc_info[1])
 
     async def __aenter__(self) -> Any:
-        with capture.running_captured_call():
-            self._stream = await self._manager.__aenter__()
+        try:
+            with capture.running_captured_call():
+                self._stream = await self._manager.__aenter__()
+        except BaseException as error:
+            self._call.fail(error)
+            raise
         return self._stream
 
     async def __aexit__(self, *exc_info: Any) -> Any:

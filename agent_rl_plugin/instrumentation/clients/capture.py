@@ -225,6 +225,22 @@ def call_wrapper(
     return wrapper
 
 
+def raw_mode(kwargs: dict[str, Any]) -> str | None:
+    """``"stream"`` for a ``with_streaming_response`` call, another value (``"true"``, ``"raw"``)
+    for ``with_raw_response`` (Stainless SDKs: OpenAI, Anthropic), else ``None``."""
+    headers = kwargs.get("extra_headers")
+    value = headers.get("X-Stainless-Raw-Response") if isinstance(headers, dict) else None
+    return str(value) if value else None
+
+
+def parsed(response: Any, kwargs: dict[str, Any]) -> Any:
+    """The parsed body of a ``with_raw_response`` answer (the SDK caches it, so the caller's own
+    ``parse()`` gets the same object); the answer itself otherwise."""
+    if raw_mode(kwargs) not in (None, "stream") and callable(getattr(response, "parse", None)):
+        return response.parse()
+    return response
+
+
 def listed(kwargs: dict[str, Any], *names: str) -> None:
     """Make one-shot iterable arguments lists, so reading them does not exhaust the SDK's copy."""
     for name in names:
@@ -282,6 +298,8 @@ __all__ = [
     "int_list",
     "is_capture_paused",
     "listed",
+    "parsed",
     "plain",
+    "raw_mode",
     "running_captured_call",
 ]

@@ -27,19 +27,6 @@ from agent_rl_plugin.instrumentation.clients.streams import wrap_stream
 PROVIDER = "openai"
 
 
-def _raw_mode(kwargs: dict[str, Any]) -> str | None:
-    headers = kwargs.get("extra_headers")
-    value = headers.get("X-Stainless-Raw-Response") if isinstance(headers, dict) else None
-    return str(value) if value else None
-
-
-def _parsed(response: Any) -> Any:
-    """The parsed body of a ``with_raw_response`` answer; the answer itself otherwise."""
-    if type(response).__name__ == "LegacyAPIResponse" and callable(getattr(response, "parse", None)):
-        return response.parse()
-    return response
-
-
 # --- chat completions ----------------------------------------------------------------------------
 def _chat_request(kwargs: dict[str, Any]) -> CallRequest:
     return CallRequest(
@@ -186,13 +173,13 @@ def _wrapper(
         return build(kwargs)
 
     def finished(call: ClientCall, kwargs: dict[str, Any], response: Any) -> Any:
-        raw = _raw_mode(kwargs)
+        raw = capture.raw_mode(kwargs)
         if kwargs.get("stream") and raw is None:
             return wrap_stream(response, call, accumulator, is_async=is_async)
         if raw == "stream" or kwargs.get("stream"):
             call.finish(CallResult)
         else:
-            call.finish(lambda: whole(_parsed(response)))
+            call.finish(lambda: whole(capture.parsed(response, kwargs)))
         return response
 
     return capture.call_wrapper(original, PROVIDER, request, finished, is_async=is_async)
