@@ -30,7 +30,8 @@ What it offers, by task:
 * **Avoiding double recording**: :func:`client_capture_paused` (a context manager) stops LLM
   client capture (the OpenAI/Anthropic/LiteLLM SDK calls ``configure()`` records with no code)
   inside it: wrap the framework's model call in it when the integration records that call from
-  the framework's own events. :func:`suppress` / :func:`unsuppress` switch recording off for
+  the framework's own events; :func:`pause_client_capture` / :func:`resume_client_capture` do
+  the same from a framework's start and end callbacks. :func:`suppress` / :func:`unsuppress` switch recording off for
   the running context (e.g. while the framework's own LLM span covers a call that automatic
   capture would record again); :func:`is_suppressed`; :func:`instance_disabled` for objects
   created with ``enable_rl=False``.
@@ -70,7 +71,7 @@ from agent_rl_plugin.instrumentation import (
     uninstrument,
 )
 from agent_rl_plugin.instrumentation.calls import instance_disabled, is_recording, is_suppressed, suppress, unsuppress
-from agent_rl_plugin.instrumentation.clients import client_capture_paused
+from agent_rl_plugin.instrumentation.clients import client_capture_paused, pause_client_capture, resume_client_capture
 from agent_rl_plugin.instrumentation.context import fire_rollout_end, fire_rollout_start, rollout_status
 from agent_rl_plugin.instrumentation.spans import (
     capture_content,
@@ -110,6 +111,8 @@ __all__ = [
     "is_recording",
     "is_suppressed",
     "client_capture_paused",
+    "pause_client_capture",
+    "resume_client_capture",
     "log_failure",
     "new_id",
     "record_error",

@@ -458,3 +458,28 @@ def test_other_exporters_see_the_sdks_own_span_as_the_sdk_made_it(store):
     finally:
         users_exporter.shutdown()
     assert [r["provider"] for r in llm_rows(store)] == ["anthropic"]
+
+
+def test_a_hostile_server_cannot_make_the_agent_record_more_than_it_asked(store):
+    """More choices than asked, token ids beyond any vocabulary, endless id lists: recorded as
+    the answer it is, never as thousands of spans or ids that cannot index an embedding."""
+    replies = [
+        Reply(text="ok", token_ids=[5, 2**70], logprobs=[-0.1, -0.2], copies=50),
+        Reply(text="long", token_ids=list(range(300_000)), logprobs=[-0.1] * 300_000),
+        Reply(text="two", copies=2),
+    ]
+    with ScriptedLLMServer(replies) as server:
+        client = openai.OpenAI(base_url=server.openai_url, api_key="test")
+        with arl.rollout(task_id="t"):
+            answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                                    extra_body={"return_token_ids": True})
+            assert len(answer.choices) == 50  # the agent still gets what the server sent
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}],
+                                           extra_body={"return_token_ids": True})
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "z"}], n=2)
+    rows = llm_rows(store)
+    assert [json.loads(r["input_messages"])[0]["content"] for r in rows] == ["x", "y", "z", "z"]
+    assert attr(rows[0], "agent_rl.token_ids") is None  # 2**70 is no token id
+    assert attr(rows[1], "agent_rl.token_ids") is None  # 300,000 ids: longer than any context
+    assert json.loads(rows[1]["output_messages"]) == [{"role": "assistant", "content": "long"}]
+    assert [attr(r, "agent_rl.choice.index") for r in rows[2:]] == [0, 1]  # n=2: one span per sample

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import types
 import weakref
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -152,6 +153,10 @@ def instrument(
     return target
 
 
+_ASKING: Any = None  # the claim marker's value while the integrations are being asked
+_claim_lock = threading.Lock()
+
+
 def claim(obj: Any) -> None:
     """Offer the instance ``obj`` to the ``agent_rl_instrument_object`` hook.
 
@@ -164,18 +169,24 @@ def claim(obj: Any) -> None:
     """
     try:
         attrs = object.__getattribute__(obj, "__dict__")
-        if not isinstance(attrs, dict) or _INSTANCE_CLAIM in attrs or instance_disabled(obj):
+        if not isinstance(attrs, dict) or instance_disabled(obj):
             return
-        attrs[_INSTANCE_CLAIM] = None  # while asking: a hook that instruments obj again is not re-asked
+        # Check-and-set under a lock: of two threads instrumenting obj, one asks (a hook that
+        # instruments obj again is not re-asked either: the marker is already there).
+        with _claim_lock:
+            if _INSTANCE_CLAIM in attrs:
+                return
+            attrs[_INSTANCE_CLAIM] = _ASKING
     except Exception:
         return
     undo = _ask_integrations(obj)
     try:
         attrs = object.__getattribute__(obj, "__dict__")
-        if undo is None:
-            attrs.pop(_INSTANCE_CLAIM, None)
-        else:
-            attrs[_INSTANCE_CLAIM] = undo
+        with _claim_lock:
+            if undo is None:
+                attrs.pop(_INSTANCE_CLAIM, None)
+            else:
+                attrs[_INSTANCE_CLAIM] = undo
     except Exception:
         log_failure("remembering which integration instrumented an object")
 

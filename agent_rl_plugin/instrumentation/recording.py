@@ -28,7 +28,7 @@ import math
 import numbers
 import time
 from datetime import UTC, datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanContext
@@ -169,10 +169,22 @@ class _InvalidTrainingData(ValueError):
     """A ``state_key``, ``logprobs`` or ``token_ids`` that record_llm_call leaves out."""
 
 
+#: Longest token list kept per call (ids or log-probs): longer than any model's context, so a
+#: longer one is a hostile or broken server, not an answer.
+MAX_TOKENS_PER_CALL = 262_144
+#: Largest token id kept: vocabularies are far smaller; a larger id cannot index any embedding.
+MAX_TOKEN_ID = 2**31 - 1
+
+
 def _as_list(value: Any, name: str) -> list[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise _InvalidTrainingData(f"{name} must be a sequence, got {type(value).__name__}")
-    return list(value.tolist() if hasattr(value, "tolist") else value)  # numpy arrays, tensors
+    if isinstance(value, Sized) and len(value) > MAX_TOKENS_PER_CALL:
+        raise _InvalidTrainingData(f"{name} has {len(value)} items, more than {MAX_TOKENS_PER_CALL}")
+    items = list(value.tolist() if hasattr(value, "tolist") else value)  # numpy arrays, tensors
+    if len(items) > MAX_TOKENS_PER_CALL:
+        raise _InvalidTrainingData(f"{name} has {len(items)} items, more than {MAX_TOKENS_PER_CALL}")
+    return items
 
 
 def _check_state_key(value: Any) -> str:
@@ -193,11 +205,13 @@ def _check_logprobs(value: Any) -> tuple[float, ...]:
 
 def _check_token_ids(value: Any) -> tuple[int, ...]:
     items = _as_list(value, "token_ids")
-    if all(type(item) is int for item in items) and (not items or min(items) >= 0):
+    if all(type(item) is int for item in items) and (not items or (min(items) >= 0 and max(items) <= MAX_TOKEN_ID)):
         return tuple(items)  # the common case, without the per-item ABC checks below
     for i, item in enumerate(items):
-        if isinstance(item, bool) or not isinstance(item, numbers.Integral) or item < 0:
-            raise _InvalidTrainingData(f"token_ids[{i}] is {safe_repr(item):.40}, not a token id (an int >= 0)")
+        if isinstance(item, bool) or not isinstance(item, numbers.Integral) or not 0 <= int(item) <= MAX_TOKEN_ID:
+            raise _InvalidTrainingData(
+                f"token_ids[{i}] is {safe_repr(item):.40}, not a token id (an int from 0 to {MAX_TOKEN_ID})"
+            )
     return tuple(int(item) for item in items)
 
 

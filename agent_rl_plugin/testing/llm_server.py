@@ -40,6 +40,9 @@ class Reply:
     finish_reason: str | None = None
     model: str = "scripted-1"
     pieces: list[str] = field(default_factory=list)
+    #: Chat completions answer with this many identical choices (indexes 0..n-1), whatever the
+    #: request's ``n``: a misbehaving server, for tests.
+    copies: int = 1
 
     def tokens(self) -> list[str]:
         """The reply's text cut into stream pieces (words with their spaces)."""
@@ -195,7 +198,7 @@ def _chat_body(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "created": 0,
         "model": reply.model,
-        "choices": [choice],
+        "choices": [{**choice, "index": i} for i in range(reply.copies)],
         "usage": {
             "prompt_tokens": _words(body.get("messages")),
             "completion_tokens": len(reply.ids()),
@@ -203,7 +206,8 @@ def _chat_body(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         },
     }
     if body.get("return_token_ids"):
-        choice["token_ids"] = reply.ids()
+        for each in answer["choices"]:
+            each["token_ids"] = reply.ids()
         answer["prompt_token_ids"] = reply.prompt_token_ids or list(range(_words(body.get("messages"))))
     return answer
 

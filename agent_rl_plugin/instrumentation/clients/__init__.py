@@ -32,7 +32,13 @@ from typing import Callable, Iterable
 
 from agent_rl_plugin.config import SUPPORTED_LLM_CLIENTS
 from agent_rl_plugin.errors import AgentRLError
-from agent_rl_plugin.instrumentation.clients.capture import client_capture_paused, is_capture_paused
+from agent_rl_plugin.instrumentation.clients.capture import (
+    ENABLED,
+    client_capture_paused,
+    is_capture_paused,
+    pause_client_capture,
+    resume_client_capture,
+)
 from agent_rl_plugin.instrumentation.clients.registry import Patch, apply, cancel_waiting, restore, when_imported
 
 logger = logging.getLogger("agent_rl_plugin.instrumentation")
@@ -65,7 +71,7 @@ CLIENTS: dict[str, tuple[str, Callable[[], list[Patch]]]] = {
 
 assert tuple(CLIENTS) == SUPPORTED_LLM_CLIENTS  # one list of names: config validates against it
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 class UnknownClientError(AgentRLError, ValueError):
@@ -104,9 +110,11 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _patcher(patches: Callable[[], list[Patch]]) -> Callable[[ModuleType], None]:
+def _patcher(name: str, patches: Callable[[], list[Patch]]) -> Callable[[ModuleType], None]:
     def patch(_module: ModuleType) -> None:
-        apply(patches())
+        with _lock:  # switched off meanwhile (after the SDK's import began): leave it unpatched
+            if name in _active:
+                apply(patches())
 
     return patch
 
@@ -129,7 +137,8 @@ def instrument_clients(selection: str | Iterable[str] = "auto") -> list[str]:
                     logger.warning("instrument_clients: %s is not installed; its calls cannot be captured", module)
                 continue
             _active.add(name)
-        when_imported(module, _patcher(patches))
+            ENABLED.add(name)
+        when_imported(module, _patcher(name, patches))
         captured.append(name)
     return captured
 
@@ -142,6 +151,7 @@ def uninstrument_clients(selection: str | Iterable[str] = "auto") -> None:
             if name not in _active:
                 continue
             _active.discard(name)
+            ENABLED.discard(name)
         cancel_waiting(module)
         if module in sys.modules:
             restore(patches())
@@ -160,6 +170,8 @@ __all__ = [
     "instrument_clients",
     "instrumented_clients",
     "is_capture_paused",
+    "pause_client_capture",
+    "resume_client_capture",
     "resolve_clients",
     "uninstrument_clients",
 ]

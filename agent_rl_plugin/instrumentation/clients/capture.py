@@ -63,6 +63,22 @@ def client_capture_paused() -> Iterator[None]:
         _PAUSED.reset(token)
 
 
+def pause_client_capture() -> contextvars.Token[bool]:
+    """:func:`client_capture_paused` for callback-style integrations, whose framework tells them
+    when a model call starts and ends (two callbacks, one context): pause here, and pass what it
+    returns to :func:`resume_client_capture` when the call ends."""
+    return _PAUSED.set(True)
+
+
+def resume_client_capture(token: contextvars.Token[bool]) -> None:
+    """Undo :func:`pause_client_capture`. Never raises (a token from another context is logged:
+    that context's pause ended with it)."""
+    try:
+        _PAUSED.reset(token)
+    except Exception:
+        log_failure("resuming LLM client capture")
+
+
 def is_capture_paused() -> bool:
     """True inside :func:`client_capture_paused` (or inside a captured call)."""
     return _PAUSED.get()
@@ -94,6 +110,9 @@ class CallRequest:
     model: str
     messages: Any = None
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: How many choices (samples) were asked for: a server that answers with more is not
+    #: allowed to make the agent record more spans than that.
+    choices: int = 1
 
 
 def _framework_llm_span_is_current() -> bool:
@@ -127,6 +146,9 @@ class ClientCall:
         try:
             extracted = extract()
             results = extracted if isinstance(extracted, list) else [extracted]
+            if len(results) > self.request.choices:
+                log_failure(f"a {self.request.provider} answer with more choices than asked ({len(results)})")
+                results = results[: self.request.choices]
         except Exception:
             log_failure(f"reading a {self.request.provider} response")
             results = [CallResult()]
@@ -169,10 +191,16 @@ class ClientCall:
             log_failure(f"recording a {self.request.provider} call")
 
 
+#: The clients whose calls are captured now. Checked on every call, so switching a client off
+#: holds even when another library wrapped the SDK method on top of ours (then our wrapper stays
+#: in its chain, but records nothing).
+ENABLED: set[str] = set()
+
+
 def begin(build_request: Callable[[], CallRequest], provider: str) -> ClientCall | None:
     """A :class:`ClientCall` for a call about to run, or ``None`` when it is not captured."""
     try:
-        if _PAUSED.get() or not is_recording() or _framework_llm_span_is_current():
+        if provider not in ENABLED or _PAUSED.get() or not is_recording() or _framework_llm_span_is_current():
             return None
         return ClientCall(build_request())
     except Exception:
@@ -291,6 +319,7 @@ __all__ = [
     "CallRequest",
     "CallResult",
     "ClientCall",
+    "ENABLED",
     "begin",
     "call_wrapper",
     "client_capture_paused",
@@ -299,7 +328,9 @@ __all__ = [
     "is_capture_paused",
     "listed",
     "parsed",
+    "pause_client_capture",
     "plain",
     "raw_mode",
+    "resume_client_capture",
     "running_captured_call",
 ]

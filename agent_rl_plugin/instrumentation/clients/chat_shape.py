@@ -168,6 +168,12 @@ class ChatStreamAccumulator:
         return results or [CallResult(response_model=self._model)]
 
 
+def requested_choices(kwargs: dict[str, Any]) -> int:
+    """The ``n`` a chat request asks for (1 when absent or not a small positive int)."""
+    n = kwargs.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1024 else 1
+
+
 def chat_request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
     """GenAI request attributes of a chat call's keyword arguments (tools as definitions)."""
     attributes: dict[str, Any] = {}
@@ -188,4 +194,4 @@ def chat_request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
     return attributes
 
 
-__all__ = ["ChatStreamAccumulator", "chat_request_attributes", "chat_results"]
+__all__ = ["ChatStreamAccumulator", "chat_request_attributes", "chat_results", "requested_choices"]

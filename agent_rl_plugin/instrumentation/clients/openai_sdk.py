@@ -20,6 +20,7 @@ from agent_rl_plugin.instrumentation.clients.chat_shape import (
     ChatStreamAccumulator,
     chat_request_attributes,
     chat_results,
+    requested_choices,
 )
 from agent_rl_plugin.instrumentation.clients.registry import Patch
 from agent_rl_plugin.instrumentation.clients.streams import wrap_stream
@@ -34,6 +35,7 @@ def _chat_request(kwargs: dict[str, Any]) -> CallRequest:
         model=str(kwargs.get("model")),
         messages=plain(kwargs.get("messages")),
         attributes=chat_request_attributes(kwargs),
+        choices=requested_choices(kwargs),
     )
 
 

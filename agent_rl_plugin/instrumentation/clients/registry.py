@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import logging
 import sys
 import threading
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from types import ModuleType
 from typing import Any, Callable, Sequence
 
 from agent_rl_plugin.instrumentation.spans import log_failure
+
+logger = logging.getLogger("agent_rl_plugin.instrumentation")
 
 #: Set on every wrapper we install; the original is its ``__wrapped__``.
 MARKER = "__agent_rl_client_wrapper__"
@@ -93,6 +96,13 @@ def restore(patches: Sequence[Patch]) -> None:
                 )
                 if current is wrapper:
                     setattr(holder, patch.attribute, original)
+                else:  # another library wrapped ours: leave its chain, ours then records nothing
+                    logger.warning(
+                        "%s.%s was wrapped again after agent-rl patched it; the outer wrapper is left in place "
+                        "(agent-rl's, inside it, no longer records)",
+                        patch.owner or patch.module,
+                        patch.attribute,
+                    )
             except Exception:
                 log_failure(f"restoring {patch.module}.{patch.attribute}")
 
