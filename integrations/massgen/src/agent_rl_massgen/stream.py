@@ -21,6 +21,12 @@ reads the chunks:
 When the stream ends (exhausted, closed, failed) the turn is recorded with
 :func:`agent_rl_plugin.record_llm_call` (``chat {model}``, input = the messages MassGen sent,
 start/end = the stream's). Observing never changes the stream and never raises into MassGen.
+
+While the backend produces a chunk, agent-rl's LLM client capture is paused
+(``client_capture_paused()``): the SDK calls a backend makes (``ChatCompletionsBackend`` over the
+OpenAI SDK...) are this stream's, not extra ``llm_calls`` rows. A backend that runs its own tool
+loop makes several model requests in one stream: they are one recorded LLM call (its input = the
+messages MassGen sent, its output = all the turn's text and tool calls).
 """
 
 from __future__ import annotations
@@ -33,9 +39,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any, Callable
 
-from agent_rl_plugin.integration import instance_disabled, record_llm_call, record_tool_call
-
 from agent_rl_massgen.runs import current_run
+from agent_rl_plugin.integration import client_capture_paused, instance_disabled, record_llm_call, record_tool_call
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +73,7 @@ def _tool_call_view(call: Any) -> Any:
     """A requested tool call as {id, name, arguments} (chat-completions, Responses or Claude shape)."""
     if not isinstance(call, dict):
         return call
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
     name = function.get("name") or call.get("name")
     arguments = function.get("arguments", call.get("arguments", call.get("input")))
     if isinstance(arguments, str):
@@ -122,7 +127,7 @@ class StreamObserver:
         self.tokens_before = self._counter()
 
     def _counter(self) -> tuple[int, int] | None:
-        usage = getattr(self.backend, "token_usage", None)
+        usage: Any = getattr(self.backend, "token_usage", None)
         try:
             return int(usage.input_tokens), int(usage.output_tokens)
         except Exception:
@@ -272,12 +277,16 @@ class ObservedStream(AsyncGenerator):  # type: ignore[misc]
         self._inner = inner
         self._observer = observer
 
-    def __aiter__(self) -> "ObservedStream":
+    def __aiter__(self) -> ObservedStream:
         return self
 
     async def _step(self, resume: Callable[[], Any]) -> Any:
         try:
-            chunk = await resume()
+            # The backend's own SDK calls (OpenAI, Anthropic, LiteLLM...) run inside a step: not
+            # captured again by agent-rl's LLM client capture, this stream is recorded here.
+            # Paused per step, never across a yield (the consumer's code stays captured).
+            with client_capture_paused():
+                chunk = await resume()
         except StopAsyncIteration:
             self._observer.finish()
             raise
@@ -329,7 +338,7 @@ def observe_backend(backend: Any, owner: Any = None) -> bool:
             current.__agent_rl_massgen_owners__[getattr(owner, "agent_id", None)] = owner
         return False
     try:
-        original = getattr(backend, "stream_with_tools")
+        original = backend.stream_with_tools
     except Exception:
         return False
     owners: dict[Any, Any] = {}

@@ -42,6 +42,16 @@ from typing import Any
 from agents.tracing import TracingProcessor
 from opentelemetry import trace as otel_trace
 
+from agent_rl_openai_agents.convert import (
+    as_plain,
+    iso_to_ns,
+    message_text,
+    parse_json,
+    rollout_id_for,
+    to_chat_messages,
+    tool_calls_of,
+    usage_numbers,
+)
 from agent_rl_plugin import integration as rl
 from agent_rl_plugin.integration import (
     RolloutInfo,
@@ -53,23 +63,14 @@ from agent_rl_plugin.integration import (
     is_recording,
     log_failure,
     new_id,
+    pause_client_capture,
     record_error_text,
+    resume_client_capture,
     to_attr,
     to_attribute_value,
     to_json_text,
 )
 from agent_rl_plugin.integration import semconv as sc
-
-from agent_rl_openai_agents.convert import (
-    as_plain,
-    iso_to_ns,
-    message_text,
-    parse_json,
-    rollout_id_for,
-    to_chat_messages,
-    tool_calls_of,
-    usage_numbers,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ class _Span:
     first_input: Any = None  # agent spans
     output: str | None = None  # agent spans: last LLM text without tool calls
     skipped: bool = False
+    paused: Any = None  # LLM spans: the pause_client_capture() token while the call runs
 
     def ancestor(self, *kinds: str) -> _Span | None:
         node = self.parent
@@ -193,11 +195,11 @@ class RLTracingProcessor(TracingProcessor):
             span = tracer.start_span(
                 f"workflow {name}",
                 start_time=now,
-                attributes={**current.attributes, SDK_TRACE_ID: trace_id,
-                            SDK_DATA: to_json_text(metadata)},
+                attributes={**current.attributes, SDK_TRACE_ID: trace_id, SDK_DATA: to_json_text(metadata)},
             )
-            state = _Trace(trace_id, dict(current.attributes), span, None,
-                           outer=outer if outer.is_recording() else None)
+            state = _Trace(
+                trace_id, dict(current.attributes), span, None, outer=outer if outer.is_recording() else None
+            )
         else:
             info = RolloutInfo(rollout_id=rollout_id_for(trace_id), metadata=metadata, name=name, implicit=True)
             span = tracer.start_span(
@@ -278,26 +280,38 @@ class RLTracingProcessor(TracingProcessor):
             parent.first_child_ns = start_ns
         if kind == "agent":
             node.name = str(getattr(data, "name", "") or "agent")
-            node.otel = self._start(node, f"{sc.OP_INVOKE_AGENT} {node.name}", {
-                sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-                sc.SPAN_KIND: sc.SPAN_KIND_AGENT,
-                sc.GEN_AI_AGENT_NAME: node.name,
-                sc.AGENT_ROLE: "agent",
-            })
+            node.otel = self._start(
+                node,
+                f"{sc.OP_INVOKE_AGENT} {node.name}",
+                {
+                    sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+                    sc.SPAN_KIND: sc.SPAN_KIND_AGENT,
+                    sc.GEN_AI_AGENT_NAME: node.name,
+                    sc.AGENT_ROLE: "agent",
+                },
+            )
         elif kind == "function":
             tool = str(getattr(data, "name", "") or "tool")
-            node.otel = self._start(node, f"{sc.OP_EXECUTE_TOOL} {tool}", {
-                sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-                sc.SPAN_KIND: sc.SPAN_KIND_TOOL,
-                sc.GEN_AI_TOOL_NAME: tool,
-            })
+            node.otel = self._start(
+                node,
+                f"{sc.OP_EXECUTE_TOOL} {tool}",
+                {
+                    sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                    sc.SPAN_KIND: sc.SPAN_KIND_TOOL,
+                    sc.GEN_AI_TOOL_NAME: tool,
+                },
+            )
         elif kind == "guardrail":
             node.otel = self._start(node, f"guardrail {getattr(data, 'name', '')}", {sc.SPAN_KIND: sc.SPAN_KIND_EVENT})
         elif kind == "turn":
             node.name = str(getattr(data, "agent_name", "") or "")
             node.otel = self._start(node, f"turn {getattr(data, 'turn', '')} {node.name}".strip(), {})
-        elif kind in (*LLM_TYPES, "handoff"):
-            pass  # recorded when they end (no children of their own)
+        elif kind in LLM_TYPES:
+            # Recorded when it ends. Meanwhile the OpenAI SDK call the model makes is not
+            # captured by agent-rl's client capture: this span is its one row of llm_calls.
+            node.paused = pause_client_capture()
+        elif kind == "handoff":
+            pass  # recorded when it ends (no children of its own)
         else:
             label = getattr(data, "name", None) or getattr(data, "server", None)
             if kind == "custom":
@@ -314,6 +328,8 @@ class RLTracingProcessor(TracingProcessor):
                 node = self._spans.pop(str(span.span_id), None)
             if node is None:
                 return
+            if node.paused is not None:
+                resume_client_capture(node.paused)
             self._span_end(span, node)
         except Exception:
             log_failure("openai-agents: recording a span end")
@@ -366,8 +382,10 @@ class RLTracingProcessor(TracingProcessor):
     # -- agent ------------------------------------------------------------------------------
     def _agent_end(self, node: _Span, data: Any, error: Any) -> None:
         otel = node.otel
-        for key, value in ((SDK_AGENT_TOOLS, getattr(data, "tools", None)),
-                           (SDK_AGENT_HANDOFFS, getattr(data, "handoffs", None))):
+        for key, value in (
+            (SDK_AGENT_TOOLS, getattr(data, "tools", None)),
+            (SDK_AGENT_HANDOFFS, getattr(data, "handoffs", None)),
+        ):
             if value is not None:
                 otel.set_attribute(key, to_json_text(list(value)))
         output_type = getattr(data, "output_type", None)
@@ -396,13 +414,22 @@ class RLTracingProcessor(TracingProcessor):
         raw_output = getattr(data, "output", None) if kind == "generation" else getattr(response, "output", None)
         usage = getattr(data, "usage", None) or getattr(response, "usage", None)
         config = getattr(data, "model_config", None) if kind == "generation" else None
-        if not error and model is None and raw_input is None and raw_output is None and usage is None and response is None:
+        if (
+            not error
+            and model is None
+            and raw_input is None
+            and raw_output is None
+            and usage is None
+            and response is None
+        ):
             node.skipped = True  # an empty generation span (e.g. a scripted model): see turns
             return
         input_messages, _ = to_chat_messages(raw_input)
         instructions = getattr(response, "instructions", None)
-        if isinstance(instructions, str) and instructions and not any(
-            m.get("role") in ("system", "developer") for m in input_messages[:1]
+        if (
+            isinstance(instructions, str)
+            and instructions
+            and not any(m.get("role") in ("system", "developer") for m in input_messages[:1])
         ):
             input_messages.insert(0, {"role": "system", "content": instructions})
         output_messages, reasoning = to_chat_messages(raw_output)
@@ -531,8 +558,17 @@ class RLTracingProcessor(TracingProcessor):
         return None
 
     # -- coordination events ----------------------------------------------------------------
-    def _event(self, otel: Any, event_type: str, time_ns: int, *, agent_id: Any = None,
-               target: Any = None, reason: str | None = None, **data: Any) -> None:
+    def _event(
+        self,
+        otel: Any,
+        event_type: str,
+        time_ns: int,
+        *,
+        agent_id: Any = None,
+        target: Any = None,
+        reason: str | None = None,
+        **data: Any,
+    ) -> None:
         attrs: dict[str, Any] = {sc.EVENT_TYPE: event_type}
         attributes = getattr(otel, "attributes", None) or {}
         rollout_id = attributes.get(sc.ROLLOUT_ID)
@@ -553,8 +589,7 @@ class RLTracingProcessor(TracingProcessor):
         source = getattr(data, "from_agent", None)
         target = getattr(data, "to_agent", None)
         otel = self._start(node, f"handoff {source} -> {target}", {sc.SPAN_KIND: sc.SPAN_KIND_EVENT})
-        self._event(otel, EVENT_HANDOFF, node.start_ns, agent_id=source, target=target,
-                    error=_error_text(error))
+        self._event(otel, EVENT_HANDOFF, node.start_ns, agent_id=source, target=target, error=_error_text(error))
         if error:
             record_error_text(otel, _error_kind(error), _error_text_detail(error))
         end_span(otel, end_time=end_ns)
@@ -564,10 +599,15 @@ class RLTracingProcessor(TracingProcessor):
         triggered = bool(getattr(data, "triggered", False))
         if triggered:  # an agent's input/output guardrail tripwire: the run raises
             node.trace.error = ("guardrail tripwire triggered", str(getattr(data, "name", "") or "") or None)
-        self._event(node.otel, EVENT_GUARDRAIL, node.start_ns,
-                    agent_id=agent.name if agent is not None else None,
-                    reason="tripwire triggered" if triggered else None,
-                    guardrail=getattr(data, "name", None), triggered=triggered)
+        self._event(
+            node.otel,
+            EVENT_GUARDRAIL,
+            node.start_ns,
+            agent_id=agent.name if agent is not None else None,
+            reason="tripwire triggered" if triggered else None,
+            guardrail=getattr(data, "name", None),
+            triggered=triggered,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -10,7 +10,9 @@ agent, stay untouched; :func:`uninstrument_smolagents` removes them. What each w
 * ``agent.model.generate`` / ``generate_stream`` -> a ``chat MODEL_ID`` span per call: the
   messages as the model receives them (smolagents' ``get_clean_message_list`` with its tool role
   conversions: OpenAI-style ``{"role", "content"}``), the output message with its ``tool_calls``,
-  token usage, model class as provider, errors.
+  token usage, model class as provider, errors. The call runs inside ``client_capture_paused()``:
+  the OpenAI/LiteLLM SDK call a model class makes underneath (``OpenAIServerModel``,
+  ``LiteLLMModel``...) is not recorded a second time by agent-rl's LLM client capture.
 * ``ToolCallingAgent.execute_tool_call`` -> an ``execute_tool NAME`` span per tool call the model
   asked for (``call_id`` = the model's tool call id; arguments; result; an unknown tool, bad
   arguments or a tool that raised is an error with smolagents' message). ``final_answer`` is a
@@ -36,7 +38,7 @@ import time
 from typing import Any
 
 import agent_rl_plugin as arl
-from agent_rl_plugin.integration import is_enabled
+from agent_rl_plugin.integration import client_capture_paused, is_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +75,16 @@ def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
     out = []
     for call in calls:
         function = getattr(call, "function", None)
-        out.append({"id": getattr(call, "id", None), "type": "function",
-                    "function": {"name": getattr(function, "name", None),
-                                 "arguments": _arguments_text(getattr(function, "arguments", None))}})
+        out.append(
+            {
+                "id": getattr(call, "id", None),
+                "type": "function",
+                "function": {
+                    "name": getattr(function, "name", None),
+                    "arguments": _arguments_text(getattr(function, "arguments", None)),
+                },
+            }
+        )
     return out
 
 
@@ -84,8 +93,11 @@ def input_messages(model: Any, messages: Any) -> list[Any]:
     from smolagents.models import get_clean_message_list, tool_role_conversions
 
     try:
-        return get_clean_message_list(list(messages), role_conversions=tool_role_conversions,
-                                      flatten_messages_as_text=bool(getattr(model, "flatten_messages_as_text", False)))
+        return get_clean_message_list(
+            list(messages),
+            role_conversions=tool_role_conversions,
+            flatten_messages_as_text=bool(getattr(model, "flatten_messages_as_text", False)),
+        )
     except Exception:
         return [m.dict() if hasattr(m, "dict") else m for m in messages]
 
@@ -109,8 +121,12 @@ def _record_llm(model: Any, messages: Any, message: Any, error: BaseException | 
         str(getattr(model, "model_id", None) or type(model).__name__),
         input_messages(model, messages),
         None if message is None else [output_message(message)],
-        input_tokens=tokens_in, output_tokens=tokens_out, provider=type(model).__name__,
-        start_time=start, end_time=time.time_ns(), error=error,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        provider=type(model).__name__,
+        start_time=start,
+        end_time=time.time_ns(),
+        error=error,
     )
 
 
@@ -126,7 +142,8 @@ def instrument_model(model: Any) -> Any:
             return generate(messages, *args, **kwargs)
         start = time.time_ns()
         try:
-            message = generate(messages, *args, **kwargs)
+            with client_capture_paused():  # this span is the call's one row of llm_calls
+                message = generate(messages, *args, **kwargs)
         except BaseException as exc:
             _safe("an LLM call", _record_llm, model, messages, None, exc, start)
             raise
@@ -136,6 +153,7 @@ def instrument_model(model: Any) -> Any:
     _set(model, "generate", traced_generate)
     stream = getattr(model, "generate_stream", None)
     if stream is not None:
+
         def traced_stream(messages: Any, *args: Any, **kwargs: Any) -> Any:
             if not is_enabled():
                 return stream(messages, *args, **kwargs)
@@ -145,6 +163,9 @@ def instrument_model(model: Any) -> Any:
     return model
 
 
+_END = object()
+
+
 def _recorded_stream(model: Any, stream: Any, messages: Any, args: tuple, kwargs: dict) -> Any:
     from smolagents.models import agglomerate_stream_deltas
 
@@ -152,7 +173,15 @@ def _recorded_stream(model: Any, stream: Any, messages: Any, args: tuple, kwargs
     deltas: list[Any] = []
     error: BaseException | None = None
     try:
-        for delta in stream(messages, *args, **kwargs):
+        # Capture paused around each step of the model's stream (the SDK call starts at the
+        # first), never across a yield: the consumer's code between deltas stays captured.
+        with client_capture_paused():
+            deltas_of = iter(stream(messages, *args, **kwargs))
+        while True:
+            with client_capture_paused():
+                delta = next(deltas_of, _END)
+            if delta is _END:
+                break
             deltas.append(delta)
             yield delta
     except BaseException as exc:
@@ -167,6 +196,7 @@ def _recorded_stream(model: Any, stream: Any, messages: Any, args: tuple, kwargs
 #: True while a ToolCallingAgent's execute_tool_call runs (in its thread): the Tool's own
 #: ``forward`` wrapper (present when the Tool object is shared with a CodeAgent) stays silent.
 _IN_TOOL_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("agent_rl_smolagents_tool_call", default=False)
+
 
 class _PendingIds:
     """Tool call ids of the model output being executed, matched by (name, arguments)."""
@@ -288,15 +318,38 @@ class _RecordingExecutor:
         try:
             output = executor(code, *args, **kwargs)
         except BaseException as exc:
-            _safe("a code execution", arl.record_tool_call, CODE_TOOL, {"code": code}, None, exc, None, start, time.time_ns())
+            _safe(
+                "a code execution",
+                arl.record_tool_call,
+                CODE_TOOL,
+                {"code": code},
+                None,
+                exc,
+                None,
+                start,
+                time.time_ns(),
+            )
             raise
         finally:
             with _ACTIVE_LOCK:
                 _ACTIVE_CODE.remove(context)
             _IN_TOOL_CALL.reset(quiet)
-        result = {"output": getattr(output, "output", output), "logs": getattr(output, "logs", None),
-                  "is_final_answer": getattr(output, "is_final_answer", None)}
-        _safe("a code execution", arl.record_tool_call, CODE_TOOL, {"code": code}, result, None, None, start, time.time_ns())
+        result = {
+            "output": getattr(output, "output", output),
+            "logs": getattr(output, "logs", None),
+            "is_final_answer": getattr(output, "is_final_answer", None),
+        }
+        _safe(
+            "a code execution",
+            arl.record_tool_call,
+            CODE_TOOL,
+            {"code": code},
+            result,
+            None,
+            None,
+            start,
+            time.time_ns(),
+        )
         return output
 
     def __getattr__(self, name: str) -> Any:
@@ -315,8 +368,13 @@ def _on_step(step: Any, agent: Any = None) -> None:
     error = getattr(step, "error", None)
     if error is None or not is_enabled():
         return
-    arl.record_event("step_error", round=getattr(step, "step_number", None), agent_id=_agent_name(agent),
-                     content=str(error), error_type=type(error).__name__)
+    arl.record_event(
+        "step_error",
+        round=getattr(step, "step_number", None),
+        agent_id=_agent_name(agent),
+        content=str(error),
+        error_type=type(error).__name__,
+    )
 
 
 def instrument_agent(agent: Any, _manager: Any = None) -> Any:
