@@ -339,7 +339,7 @@ def test_report_renders_without_errors(browser, reports, capsys):
     assert state["xss"] == "undefined"
     assert state["scripts"] == 1
     assert state["traces"] >= 10
-    assert state["sections"] == ["overview", "rollouts", "rewards", "groups", "tools", "tokens", "coordination",
+    assert state["sections"] == ["overview", "health", "rollouts", "rewards", "groups", "tools", "tokens", "coordination",
                                  "training", "worst"]
     assert "<script>window.__xss=1</script> result" not in state["text"]  # closed traces are not visible text...
     # ... but once opened, the payloads read as text.
