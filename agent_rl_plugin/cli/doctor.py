@@ -6,7 +6,8 @@ example ids and fix; ``--json`` prints the report as JSON instead.
 
 Exit codes: 0 when no check found an error (warnings and info findings may remain), 1 when any
 check found an error (traces unfit for training), 2 when the checks could not run (a bad
-option, ``--where`` or tokenizer, a database that cannot be opened).
+option, ``--where`` or tokenizer, a database that cannot be opened, or any unexpected failure:
+one line ``error: the checks could not run: ...``, never a traceback with exit code 1).
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def doctor(
     except AgentRLError as exc:
         message, _, inline = str(exc).partition(" Fix: ")
         fail(escape(message), escape(exc.hint or inline) if (exc.hint or inline) else None, code=USAGE_EXIT)
+    except Exception as exc:  # a bug or an unforeseen store: a clear message and exit 2, not a traceback and 1
+        fail(
+            escape(f"the checks could not run: {type(exc).__name__}: {exc}"),
+            "rerun without --tokenizer to see whether the tokenizer checks are the cause, and report this error",
+            code=USAGE_EXIT,
+        )
     if json_output:
         print_json(report.to_dict())
     else:

@@ -7,7 +7,9 @@ Contract:
 
 * Every check is SQL over the store's views and ``spans``, one query per family of checks
   (rollouts, LLM calls, groups, spans); no Python runs per row, except the tokenizer checks
-  (``tokenizer=``), which encode at most ``max_token_checks`` LLM calls.
+  (``tokenizer=``, :mod:`agent_rl_plugin.data.health_tokens`), which decode and encode at most
+  ``max_token_checks`` LLM calls; a call they cannot judge (ids the tokenizer cannot decode) is a
+  finding (``out_of_vocab``, ``token_ids_mismatch``), never an exception.
 * Each :class:`Finding` has a ``code`` of :data:`CHECKS`, its ``severity`` (``error``: the
   rows cannot be trained on as they are; ``warning``: they can, but the result is weaker or
   wrong in part; ``info``: worth knowing), how many rows it concerns out of how many were
@@ -39,17 +41,9 @@ from typing import Any, Literal, Mapping, Sequence
 import duckdb
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.data.health_tokens import TOKEN_CODES, agent_of_sql, load_tokenizer_arg, token_flags
 from agent_rl_plugin.data.report import DatasetError
-from agent_rl_plugin.data.sql import (
-    arrow,
-    attr,
-    messages_sql,
-    open_store,
-    registered,
-    select_rollouts,
-    system_text_sql,
-    with_system_sql,
-)
+from agent_rl_plugin.data.sql import arrow, attr, open_store, registered, select_rollouts
 from agent_rl_plugin.store.views import AGENT_CONDITION, LLM_CONDITION
 
 __all__ = [
@@ -126,11 +120,25 @@ CHECKS: tuple[Check, ...] = (
         "raise the limit: arl.configure(max_attribute_size=262144) (default 32768 characters)",
     ),
     Check(
+        "out_of_vocab",
+        "error",
+        "LLM calls",
+        "have stored token ids outside this tokenizer's vocabulary (negative or >= its length)",
+        "give the tokenizer of the model that generated them (--tokenizer); the trainer re-tokenises these calls",
+    ),
+    Check(
         "token_ids_mismatch",
         "error",
         "LLM calls",
         "have stored completion ids that do not decode to the recorded output with this tokenizer",
         "give the tokenizer of the model that generated them (--tokenizer), or record the ids of the same call",
+    ),
+    Check(
+        "llm_incomplete",
+        "warning",
+        "LLM calls",
+        "are streamed answers the agent stopped reading early (cut text; step datasets leave them out)",
+        "read each stream to its end (or record the call after the last chunk) so the full answer is stored",
     ),
     Check(
         "retokenization_differs",
@@ -192,7 +200,6 @@ CHECKS: tuple[Check, ...] = (
 )
 _BY_CODE: dict[str, Check] = {check.code: check for check in CHECKS}
 _SPAN_CODES = ("open_rollouts", "orphan_spans", "no_rollout_id")
-_TOKEN_CODES = ("token_ids_mismatch", "retokenization_differs", "prompt_ids_mismatch")
 
 
 @dataclass(frozen=True)
@@ -282,10 +289,7 @@ _MARKER_HEAD = sc.TRUNCATION_MARKER.partition("{original}")[0].replace("'", "''"
 _EMPTY = "(({x}) IS NULL OR trim({x}) IN ('', '[]', 'null', '\"\"'))"
 
 
-def _agent_of(column: str = "attributes") -> str:
-    """SQL: the span's own agent (``gen_ai.agent.name``, else ``gen_ai.agent.id``)."""
-    return f"coalesce({attr(sc.GEN_AI_AGENT_NAME, column)}, {attr(sc.GEN_AI_AGENT_ID, column)})"
-
+_agent_of = agent_of_sql
 
 _AGENT_SPAN_NAME = f"coalesce({attr(sc.GEN_AI_AGENT_NAME)}, regexp_replace(name, '^{sc.OP_INVOKE_AGENT} ', ''))"
 
@@ -353,7 +357,8 @@ def _llm_source(rollouts: str) -> str:
     return f"""
         WITH llm AS (
             SELECT trace_id, span_id, parent_span_id, rollout_id, status_code, {_agent_of()} AS own_agent,
-                   {ins} AS ins, {outs} AS outs, {attr(sc.TOKEN_IDS)} AS token_ids
+                   {ins} AS ins, {outs} AS outs, {attr(sc.TOKEN_IDS)} AS token_ids,
+                   {attr(sc.LLM_INCOMPLETE)} AS incomplete
             FROM spans
             WHERE {LLM_CONDITION} AND rollout_id IN (SELECT rollout_id FROM {rollouts})
         ),
@@ -367,7 +372,8 @@ def _llm_source(rollouts: str) -> str:
                coalesce((contains(l.ins, '{_MARKER_HEAD}') AND regexp_matches(l.ins, '{_MARKER_RE}'))
                         OR (contains(l.outs, '{_MARKER_HEAD}') AND regexp_matches(l.outs, '{_MARKER_RE}')), false)
                    AS truncated,
-               l.token_ids IS NULL AS no_ids
+               l.token_ids IS NULL AS no_ids,
+               coalesce(lower(l.incomplete) = 'true', false) AS incomplete
         FROM llm l
         LEFT JOIN agent_spans a ON a.trace_id = l.trace_id AND a.span_id = l.parent_span_id
         LEFT JOIN {rollouts} r ON r.rollout_id = l.rollout_id"""
@@ -378,6 +384,7 @@ def _llm_checks(connection: duckdb.DuckDBPyConnection, rollouts: str, found: _Co
         "llm_no_input": "no_input",
         "llm_no_output": "no_output",
         "llm_truncated": "truncated",
+        "llm_incomplete": "incomplete",
         "no_token_ids": "no_ids",
     }
     found.tally(connection, _llm_source(rollouts), codes)
@@ -412,99 +419,19 @@ def _span_checks(connection: duckdb.DuckDBPyConnection, found: _Collector) -> No
         found.tally(connection, open_rollouts, {"open_rollouts": "open"})
 
 
-# --- tokenizer checks -------------------------------------------------------------------------------
-
-
-def _load_tokenizer(tokenizer: Any) -> Any:
-    if isinstance(tokenizer, (str, os.PathLike)):
-        from agent_rl_plugin.data.output import load_tokenizer
-
-        return load_tokenizer(os.fspath(tokenizer))
-    if not (hasattr(tokenizer, "encode") and hasattr(tokenizer, "decode")):
-        raise DatasetError(
-            f"tokenizer must be a path or a tokenizer object with encode and decode, got {type(tokenizer).__name__}"
-        )
-    return tokenizer
-
-
-def _int_list(text: Any) -> list[int] | None:
-    import json
-
-    try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return None
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return value
-    return None
-
-
-def _plain_messages(messages: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    out = []
-    for message in messages or []:
-        out.append({k: v for k, v in message.items() if v is not None})
-    return out
+# --- tokenizer checks (agent_rl_plugin.data.health_tokens) ----------------------------------------
 
 
 def _token_checks(
     connection: duckdb.DuckDBPyConnection, rollouts: str, tokenizer: Any, limit: int | None, found: _Collector
 ) -> int:
-    """Compare stored token ids with ``tokenizer``: completion ids against the recorded output
-    text (decoded text, then re-encoded ids; a trailing special token is allowed) and prompt ids
-    against the chat template of the input messages. Calls whose output has tool calls or
-    reasoning are not compared (their ids include text the output messages do not hold)."""
-    prompt_key = getattr(sc, "PROMPT_TOKEN_IDS", "agent_rl.prompt_token_ids")
-    sql = f"""
-        WITH c AS (
-            SELECT span_id, rollout_id, start_unix_nano, {_agent_of()} AS agent,
-                   {attr(sc.TOKEN_IDS)} AS token_ids, {attr(prompt_key)} AS prompt_ids,
-                   {attr(sc.REASONING)} AS reasoning, {attr(sc.GEN_AI_INPUT_MESSAGES)} AS ins,
-                   {attr(sc.GEN_AI_OUTPUT_MESSAGES)} AS outs, {attr(sc.GEN_AI_SYSTEM_INSTRUCTIONS)} AS sys
-            FROM spans
-            WHERE {LLM_CONDITION} AND rollout_id IN (SELECT rollout_id FROM {rollouts})
-              AND ({attr(sc.TOKEN_IDS)} IS NOT NULL OR {attr(prompt_key)} IS NOT NULL)
-            ORDER BY start_unix_nano, span_id
-            {"" if limit is None else f"LIMIT {int(limit)}"}
-        ),
-        m AS (
-            SELECT *, {messages_sql("outs")} AS out_m, {messages_sql("ins")} AS in_raw,
-                   {system_text_sql("sys")} AS sys_text
-            FROM c
-        )
-        SELECT m.span_id, coalesce(m.agent, r.agent_name) AS agent, m.token_ids, m.prompt_ids, m.reasoning,
-               m.out_m, {with_system_sql("in_raw", "sys_text")} AS in_m
-        FROM m LEFT JOIN {rollouts} r ON r.rollout_id = m.rollout_id
-        ORDER BY m.start_unix_nano, m.span_id"""
-    rows = arrow(connection, sql).to_pylist()
-    for code in _TOKEN_CODES:
+    """Run :func:`~agent_rl_plugin.data.health_tokens.token_flags` and add its findings."""
+    for code in TOKEN_CODES:
         found.report.checked.append(code)
-    end_ids = set(getattr(tokenizer, "all_special_ids", None) or [])
-    if getattr(tokenizer, "eos_token_id", None) is not None:
-        end_ids.add(tokenizer.eos_token_id)
-    flags: dict[str, list[tuple[str | None, str, bool]]] = {code: [] for code in _TOKEN_CODES}
-    for row in rows:
-        agent, span_id = row["agent"], row["span_id"]
-        ids = _int_list(row["token_ids"])
-        out_m = row["out_m"] or []
-        if ids is not None and not row["reasoning"] and out_m and not any(m.get("tool_calls") for m in out_m):
-            text = "".join(m.get("content") or "" for m in out_m)
-            core = ids[:-1] if ids and ids[-1] in end_ids else ids
-            decoded = tokenizer.decode(core, skip_special_tokens=False)
-            encoded = list(tokenizer.encode(text, add_special_tokens=False))
-            flags["token_ids_mismatch"].append((agent, span_id, decoded != text))
-            flags["retokenization_differs"].append((agent, span_id, decoded == text and encoded != core))
-        prompt = _int_list(row["prompt_ids"])
-        in_m = _plain_messages(row["in_m"])
-        if prompt is not None and in_m and getattr(tokenizer, "chat_template", None):
-            try:
-                rendered = tokenizer.apply_chat_template(in_m, tokenize=False, add_generation_prompt=True)
-            except Exception:
-                continue
-            expected = list(tokenizer.encode(rendered, add_special_tokens=False))
-            flags["prompt_ids_mismatch"].append((agent, span_id, expected != prompt))
+    judged, flags = token_flags(connection, rollouts, tokenizer, limit)
     for code, items in flags.items():
         _add_python_tally(found, code, items)
-    return len(rows)
+    return judged
 
 
 def _add_python_tally(found: _Collector, code: str, items: Sequence[tuple[str | None, str, bool]]) -> None:
@@ -547,7 +474,7 @@ def check_traces(
         db_flag = f" --db {shlex.quote(os.fspath(db_or_connection))}"
     if max_token_checks is not None and (isinstance(max_token_checks, bool) or int(max_token_checks) < 0):
         raise DatasetError(f"max_token_checks must be >= 0 or None, got {max_token_checks!r}")
-    loaded = _load_tokenizer(tokenizer) if tokenizer is not None else None
+    loaded = load_tokenizer_arg(tokenizer) if tokenizer is not None else None
     report = HealthReport(database=database, where=where)
     found = _Collector(report, db_flag)
     with open_store(db_or_connection) as connection:
@@ -583,7 +510,7 @@ def check_traces(
             if loaded is not None:
                 report.token_checks = _token_checks(connection, rollouts, loaded, max_token_checks, found)
             else:
-                for code in _TOKEN_CODES:
+                for code in TOKEN_CODES:
                     report.skipped[code] = "needs a tokenizer"
     order = {check.code: i for i, check in enumerate(CHECKS)}
     found.found.sort(key=lambda f: (f.agent is not None, f.agent or "", order[f.code]))

@@ -19,7 +19,12 @@
 * ``rollout_id``, ``group_id``, ``task_id``, ``step_index`` (of the ``steps`` view),
   ``state_key``.
 
-Steps that get no advantage are left out and reported.
+Steps that get no advantage are left out and reported. So are LLM calls recorded with
+``agent_rl.llm.incomplete = true`` (a streamed answer the agent stopped reading before its end:
+the stored text is cut, and training on it would teach the cut as a complete answer, end-of-turn
+token included): counted in ``report.extra["steps_incomplete_left_out"]`` and under
+:data:`INCOMPLETE` in ``report.left_out``. Their advantages are computed with them present (the
+steps keep their indices); only their rows are dropped.
 """
 
 from __future__ import annotations
@@ -42,11 +47,13 @@ from agent_rl_plugin.data.sql import (
     system_text_sql,
     with_system_sql,
 )
-from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LOGPROBS, PROMPT_TOKEN_IDS, TOKEN_IDS
+from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LLM_INCOMPLETE, LOGPROBS, PROMPT_TOKEN_IDS, TOKEN_IDS
 
 #: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
 LOGPROBS_ATTRIBUTE = LOGPROBS
 NO_ADVANTAGE = "no advantage for this step"
+#: Why a step whose streamed answer was not read to its end is left out (``agent_rl.llm.incomplete``).
+INCOMPLETE = "incomplete LLM answer (stream not read to its end)"
 #: Span attributes holding the sampled completion's / the prompt's token ids (JSON lists of ints).
 TOKEN_IDS_ATTRIBUTE = TOKEN_IDS
 PROMPT_TOKEN_IDS_ATTRIBUTE = PROMPT_TOKEN_IDS
@@ -67,7 +74,7 @@ def _llm_steps(connection: Any, sel: str) -> pa.Table:
         f"""
         SELECT rollout_id, group_id, task_id, step_index, state_key,
                {with_system_sql("raw_prompt", system_text_sql("instructions"))} AS prompt,
-               completion, old_logprobs, completion_token_ids, prompt_token_ids
+               completion, old_logprobs, completion_token_ids, prompt_token_ids, incomplete
         FROM (
             SELECT s.rollout_id, s.group_id, s.task_id, s.step_index, s.state_key, r.start_time AS rollout_start,
                    {messages_sql("s.input")} AS raw_prompt,
@@ -75,7 +82,8 @@ def _llm_steps(connection: Any, sel: str) -> pa.Table:
                    {instructions} AS instructions,
                    try(from_json({logprobs}, '["DOUBLE"]')) AS old_logprobs,
                    try(from_json({token_ids}, '["BIGINT"]')) AS completion_token_ids,
-                   try(from_json({prompt_token_ids}, '["BIGINT"]')) AS prompt_token_ids
+                   try(from_json({prompt_token_ids}, '["BIGINT"]')) AS prompt_token_ids,
+                   coalesce(lower({attr(LLM_INCOMPLETE, "sp.attributes")}) = 'true', false) AS incomplete
             FROM steps s
             JOIN {sel} r ON r.rollout_id = s.rollout_id
             LEFT JOIN spans sp ON sp.span_id = s.span_id AND sp.trace_id = s.trace_id
@@ -191,6 +199,19 @@ def step_table(
     state_key = pc.coalesce(steps.column("state_key"), joined.column("computed_key"))
     steps = steps.set_column(steps.column_names.index("state_key"), "state_key", state_key)
     joined = steps.append_column("advantage", joined.column("advantage"))
+    incomplete = joined.column("incomplete")
+    n_incomplete = pc.sum(incomplete).as_py() or 0
+    report.extra["steps_incomplete_left_out"] = int(n_incomplete)
+    if n_incomplete:
+        report.leave_out(
+            INCOMPLETE, joined.filter(incomplete).column("rollout_id").slice(0, 3).to_pylist(), count=n_incomplete
+        )
+        joined = joined.filter(pc.invert(incomplete))
+        if joined.num_rows == 0:
+            raise DatasetError(
+                f"every one of the {n_incomplete} LLM steps is an incomplete streamed answer: there are no steps",
+                "read each stream to its end so the full answer is recorded (agent-rl doctor: llm_incomplete)",
+            )
     missing = pc.is_null(joined.column("advantage"))
     n_missing = pc.sum(missing).as_py() or 0
     if n_missing:
@@ -231,8 +252,9 @@ def build_step_dataset(
 ):
     """Step rows (``prompt``, ``completion``, ``advantage``, ``old_logprobs``,
     ``completion_token_ids``, ``prompt_token_ids``; see the module doc) as a
-    ``datasets.Dataset``, one row per LLM call of the selected rollouts. ``report.extra`` counts
-    ``steps_with_logprobs``, ``steps_with_token_ids`` and ``steps_with_prompt_token_ids``.
+    ``datasets.Dataset``, one row per LLM call of the selected rollouts (but incomplete streamed
+    answers, see the module doc). ``report.extra`` counts ``steps_with_logprobs``,
+    ``steps_with_token_ids``, ``steps_with_prompt_token_ids`` and ``steps_incomplete_left_out``.
 
     The selection: ``where`` (an SQL condition over the ``rollouts`` view) or ``sql`` (a query
     returning ``rollout_id``), AND ``rollout_ids`` (exactly these rollouts; an empty list
@@ -265,6 +287,7 @@ def build_step_dataset(
 
 
 __all__ = [
+    "INCOMPLETE",
     "LOGPROBS_ATTRIBUTE",
     "PROMPT_TOKEN_IDS_ATTRIBUTE",
     "STEP_COLUMNS",

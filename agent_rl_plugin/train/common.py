@@ -98,6 +98,28 @@ def summarize_run(trainer: Any, output: Any) -> tuple[dict[str, float], list[dic
     return metrics, history
 
 
+def check_finite_weights(model: Any, skipped_losses: int = 0) -> None:
+    """Raise :class:`TrainError` when a trainable parameter of ``model`` holds NaN or inf, so a
+    diverged run never saves (or reports as fine) an adapter of NaN weights. ``skipped_losses``:
+    micro-batches the trainer already skipped for a non-finite loss (named in the message)."""
+    import torch
+
+    bad = [
+        name
+        for name, parameter in model.named_parameters()
+        if parameter.requires_grad and not bool(torch.isfinite(parameter).all())
+    ]
+    if not bad:
+        return
+    skipped = f"; {skipped_losses} micro-batches had a non-finite loss and were skipped" if skipped_losses else ""
+    raise TrainError(
+        f"training diverged: {len(bad)} trainable parameters hold NaN or inf (first: {bad[0]}){skipped}; "
+        "the adapter was not saved",
+        hint="lower learning_rate, check the advantages and logged old_logprobs for extreme values "
+        "(or set use_behaviour_logprobs=False), and keep dual_clip set (default 3.0)",
+    )
+
+
 def save_adapter(trainer: Any, output_dir: str) -> str:
     """Save the LoRA adapter and the tokenizer under ``output_dir/adapter``; returns that path."""
     adapter_path = str(Path(output_dir) / "adapter")
@@ -108,6 +130,7 @@ def save_adapter(trainer: Any, output_dir: str) -> str:
 __all__ = [
     "TrainError",
     "TrainResult",
+    "check_finite_weights",
     "checkpoint_to_resume",
     "latest_checkpoint",
     "load_model_and_tokenizer",

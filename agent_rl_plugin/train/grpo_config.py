@@ -160,6 +160,11 @@ class OfflineGRPOTrainConfig(LoRATrainConfig):
         help="Stop training after an optimizer step whose mean approximate KL between the behaviour log-probs and "
         "the policy exceeds this (needs logged behaviour log-probs; None: never stop early).",
     )
+    dual_clip: Optional[float] = option(
+        3.0,
+        help="Dual-clip constant c (> 1) for negative advantages: a token's policy-gradient term is at most "
+        "-c * A however far the policy has moved from the behaviour log-probs (None: plain PPO clipping).",
+    )
     skip_zero_advantage: bool = option(
         True,
         help="Leave completions with advantage exactly 0 out of the examples, so epochs count passes over rows "
@@ -215,6 +220,14 @@ def _check_controls(config: OfflineGRPOTrainConfig) -> None:
                 hint="typical values are 0.01-0.1; None never stops early",
             )
         config.target_kl = float(target)
+    dual = config.dual_clip
+    if dual is not None:
+        if isinstance(dual, bool) or not isinstance(dual, (int, float)) or not 1 < dual < math.inf:
+            raise TrainConfigError(
+                f"dual_clip must be a finite number > 1 or None, got {dual!r}",
+                hint="the usual value is 3.0; None turns dual clipping off",
+            )
+        config.dual_clip = float(dual)
     if not isinstance(config.skip_zero_advantage, bool):
         raise TrainConfigError(f"skip_zero_advantage must be true or false, got {config.skip_zero_advantage!r}")
 

@@ -37,8 +37,9 @@ per completion for ``advantage_level='episode'``, one per LLM call for ``'step'`
 
     logp_t  = log pi_theta(token_t | tokens_<t)                 (policy: base + LoRA)
     old_t   = logged behaviour log-prob if used, else logp_t.detach()
-    ratio_t = exp(logp_t - old_t)
+    ratio_t = exp(clamp(logp_t - old_t, -20, 20))                 (LOG_RATIO_BOUND)
     pg_t    = -min(ratio_t * A_i, clip(ratio_t, 1 - epsilon, 1 + epsilon_high) * A_i)
+    pg_t    = min(pg_t, -dual_clip * A_i)      when A_i < 0 and dual_clip is set (default 3)
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator; ref: adapter disabled)
     H_t     = entropy of pi_theta(. | tokens_<t)                (only computed when used)
     l_t     = pg_t + beta * kl_t - entropy_coef * H_t           (each term only when its coefficient > 0)
@@ -62,6 +63,16 @@ clipped. With logged behaviour log-probs (``old_logprobs``, used when
 ``use_behaviour_logprobs`` and their length equals the row's assistant tokens) the ratio
 corrects for the policy having moved since the rollouts were logged, and clipping stops
 updates that would move it further than ``epsilon`` / ``epsilon_high``.
+
+**Guards against extreme numbers.** A logged behaviour log-prob outside ``[-100, 0]`` (vLLM
+writes ``-inf`` as ``-9999.0``) is not used: that token is trained on-policy and counted in
+``old_logprobs_unusable_tokens`` (:mod:`agent_rl_plugin.train.offline_data`). The log-ratio is
+clamped to ``[-20, 20]`` before ``exp`` so the ratio stays finite, and dual clipping (Ye et al.
+2020, ``dual_clip`` c > 1) bounds a negative-advantage token's term by ``-c * A_i`` (PPO's
+``min`` alone leaves it unbounded as the ratio grows). A micro-batch whose loss is still not
+finite is skipped (no gradient, a warning, counted in ``nonfinite_losses_skipped``), and after
+training any NaN or inf trainable parameter raises :class:`TrainError` before the adapter is
+saved: a run never silently produces NaN weights.
 
 **Early stop** (``target_kl``): over the trained tokens that have a behaviour log-prob,
 ``approx_kl = mean((ratio_t - 1) - log ratio_t)``, measured in the forward passes of each
@@ -91,7 +102,8 @@ logged log-prob), ``advantage_mean`` (mean advantage of the rows), ``logp/positi
 ``logp/negative`` (mean ``logp_t`` over trained tokens of positive / negative-advantage rows,
 when there are any), ``trained_tokens`` (trained tokens per optimizer step); and, when computed
 (:data:`CONTROL_METRICS`), ``entropy`` (mean ``H_t`` over trained tokens; with ``choices`` or
-``entropy_coef > 0``) and ``approx_kl`` (when behaviour log-probs are used).
+``entropy_coef > 0``), ``approx_kl`` (when behaviour log-probs are used) and
+``dual_clip_ratio`` (share of trained tokens whose term the dual clip bounded; with ``dual_clip``).
 """
 
 from __future__ import annotations
@@ -110,6 +122,7 @@ from agent_rl_plugin.train.choices import ChoiceSet
 from agent_rl_plugin.train.common import (
     TrainError,
     TrainResult,
+    check_finite_weights,
     checkpoint_to_resume,
     load_model_and_tokenizer,
     save_adapter,
@@ -145,9 +158,15 @@ METRICS = (
 )
 #: Counts of where examples' tokens came from, copied into ``TrainResult.metrics``.
 TOKEN_SOURCE_COUNTS = ("examples_with_stored_token_ids", "examples_retokenised", "stored_token_ids_rejected")
-#: Metrics logged only when computed: ``entropy`` (with ``entropy_coef > 0`` or a choice set)
-#: and ``approx_kl`` (when logged behaviour log-probs are used).
-CONTROL_METRICS = ("entropy", "approx_kl")
+#: Counts of what the loss guards did (see the module doc), also copied into ``TrainResult.metrics``.
+SAFETY_COUNTS = ("old_logprobs_unusable_tokens", "nonfinite_losses_skipped")
+#: Metrics logged only when computed: ``entropy`` (with ``entropy_coef > 0`` or a choice set),
+#: ``approx_kl`` (when logged behaviour log-probs are used) and ``dual_clip_ratio`` (with ``dual_clip``).
+CONTROL_METRICS = ("entropy", "approx_kl", "dual_clip_ratio")
+#: ``logp - old`` is clamped to ``[-LOG_RATIO_BOUND, LOG_RATIO_BOUND]`` before ``exp`` (see the module doc).
+LOG_RATIO_BOUND = 20.0
+#: Default dual-clip constant ``c`` for negative advantages (``OfflineGRPOTrainConfig.dual_clip``).
+DUAL_CLIP = 3.0
 
 
 def _approx_kl_stop_callback(trainer: Any, target_kl: float) -> Any:
@@ -187,6 +206,7 @@ def _trainer_class():
             loss_normalization: str = "token",
             entropy_coef: float = 0.0,
             target_kl: float | None = None,
+            dual_clip: float | None = DUAL_CLIP,
             **kwargs: Any,
         ) -> None:
             super().__init__(*args, **kwargs)
@@ -195,6 +215,8 @@ def _trainer_class():
             self.beta = float(beta)
             self.loss_normalization = loss_normalization
             self.entropy_coef = float(entropy_coef)
+            self.dual_clip = None if dual_clip is None else float(dual_clip)
+            self.nonfinite_losses = 0  # micro-batches skipped for a non-finite loss
             self.stopped_early: dict[str, float] | None = None
             self._metrics: dict[str, list[float]] = defaultdict(list)
             self._window_tokens = 0.0
@@ -270,9 +292,12 @@ def _trainer_class():
             advantages = inputs["advantages"][:, 1:].to(logp.dtype)
             behaviour = inputs["old_mask"][:, 1:].bool() & mask.bool()
             old = torch.where(behaviour, inputs["old_logprobs"][:, 1:].to(logp.dtype), logp.detach())
-            ratio = torch.exp(logp - old)
+            ratio = torch.exp(torch.clamp(logp - old, -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
             clipped = torch.clamp(ratio, 1.0 - self.epsilon_low, 1.0 + self.epsilon_high)
-            per_token = -torch.min(ratio * advantages, clipped * advantages)
+            objective = torch.min(ratio * advantages, clipped * advantages)
+            if self.dual_clip is not None:  # A < 0: the term is at most -dual_clip * A
+                objective = torch.where(advantages < 0, torch.max(objective, self.dual_clip * advantages), objective)
+            per_token = -objective
             policy_loss = self._normalise(per_token, mask)
             kl = None
             if self.beta > 0:
@@ -282,7 +307,12 @@ def _trainer_class():
             if self.entropy_coef > 0:
                 per_token = per_token - self.entropy_coef * entropy
             loss = self._normalise(per_token, mask)
-            self._record(logp, old, mask, advantages, ratio, behaviour, policy_loss, kl, entropy)
+            if not bool(torch.isfinite(loss)):  # skip the micro-batch: no gradient rather than NaN weights
+                self.nonfinite_losses += 1
+                logger.warning("non-finite loss (%s) in a micro-batch: skipped (no gradient from it)", loss.item())
+                loss = (logp * 0.0).sum()
+            else:
+                self._record(logp, old, mask, advantages, ratio, behaviour, policy_loss, kl, entropy)
             return (loss, {"logp": logp}) if return_outputs else loss
 
         def _record(self, logp, old, mask, advantages, ratio, behaviour, policy_loss, kl, entropy) -> None:
@@ -311,6 +341,9 @@ def _trainer_class():
                     "advantage_mean": (per_row_advantage[rows].sum(), rows.sum()),
                     "approx_kl": (approx_kl.sum(), behaviour.sum()),
                 }
+                if self.dual_clip is not None:
+                    dual = trained & (advantages < 0) & (ratio > self.dual_clip)
+                    parts["dual_clip_ratio"] = (dual.sum(), mask.sum())
                 if kl is not None:
                     parts["kl"] = ((kl.detach() * mask).sum(), mask.sum())
                 if entropy is not None:
@@ -398,11 +431,13 @@ def train_offline_grpo(
     ``n_undesirable`` the positive / negative-advantage examples, and in ``extra`` the
     counts of :func:`~agent_rl_plugin.train.offline_data.build_examples` (``not_a_choice``,
     ``zero_advantage_skipped``, ``examples_with_stored_token_ids``, ``examples_retokenised``,
-    ``stored_token_ids_rejected``, ...; those three also in ``metrics``) plus
+    ``stored_token_ids_rejected``, ``old_logprobs_unusable_tokens``, ...; those four also in
+    ``metrics``, with ``nonfinite_losses_skipped``) plus
     ``stored_token_ids_rejected_reasons`` (reason -> rows), ``format``, ``advantage_level``, ``stopped_early``
     (``target_kl``: ``{"step", "approx_kl"}`` or ``None``) and, unless ``measure_examples`` is 0,
     ``logprobs`` (:func:`measure_logprobs`). Raises :class:`TrainError` for data that cannot be
-    trained on (wrong columns, empty, every advantage 0, no completion one of ``choices``) and :class:`TrainConfigError` for a bad checkpoint or an
+    trained on (wrong columns, empty, every advantage 0, no completion one of ``choices``) or a
+    run that diverged (a NaN / inf trainable parameter; nothing is saved) and :class:`TrainConfigError` for a bad checkpoint or an
     adapter that is missing, not LoRA, of another rank or for another base model.
     """
     if not isinstance(config, OfflineGRPOTrainConfig):
@@ -457,12 +492,14 @@ def train_offline_grpo(
         loss_normalization=config.loss_normalization,
         entropy_coef=config.entropy_coef,
         target_kl=config.target_kl,
+        dual_clip=config.dual_clip,
     )
     if not progress:  # no bar, and no metrics dict printed per step either
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
     output = trainer.train(resume_from_checkpoint=resume)
+    check_finite_weights(trainer.model, trainer.nonfinite_losses)
     method = "gigpo" if config.advantage_level == "step" else "offline_grpo"
     if trainer.args.should_save:
         _write_model_card(config, method)
@@ -470,7 +507,8 @@ def train_offline_grpo(
     metrics, history = summarize_run(trainer, output)
     stats: dict[str, Any] = dict(built.stats)  # counts, plus the "logprobs" measurements
     stats["stored_token_ids_rejected_reasons"] = dict(built.rejected_token_ids)
-    for name in TOKEN_SOURCE_COUNTS:  # also in training_runs.final_metrics
+    stats["nonfinite_losses_skipped"] = trainer.nonfinite_losses
+    for name in TOKEN_SOURCE_COUNTS + SAFETY_COUNTS:  # also in training_runs.final_metrics
         metrics[name] = stats[name]
     if config.measure_examples:
         stats["logprobs"] = measure_logprobs(trainer.model, built.examples, config.measure_examples)
@@ -499,8 +537,11 @@ def train_offline_grpo(
 
 __all__ = [  # noqa: F822 - OfflineGRPOTrainer comes from the module __getattr__ (built on first use)
     "CONTROL_METRICS",
+    "DUAL_CLIP",
+    "LOG_RATIO_BOUND",
     "METRICS",
     "OfflineGRPOTrainer",
+    "SAFETY_COUNTS",
     "TOKEN_SOURCE_COUNTS",
     "behaviour_logprobs",
     "completion_logprob",

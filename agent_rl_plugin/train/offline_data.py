@@ -15,8 +15,8 @@ Accepted inputs (detected from the column names, :func:`dataset_format`):
 **Stored token ids** (``token_ids='auto'``, the default): a row with ``completion_token_ids``
 is tokenised as its prompt tokens followed by exactly those ids, ``prompt_token_ids`` being the
 prompt tokens when present (no chat template); see :mod:`agent_rl_plugin.train.stored_tokens`.
-Ids that are not valid (negative, not integers, >= ``vocab_size``, or with a choice set not one
-choice) are not used: the row is re-tokenised from its text and the reason counted. Other rows
+Ids that are not valid (negative, not integers, >= ``vocab_size``, not decoding to the row's
+completion text, or with a choice set not one choice) are not used: the row is re-tokenised from its text and the reason counted. Other rows
 (and every row with ``token_ids='ignore'``) are re-tokenised from their text as below.
 
 Prompts and completions are chat message lists or plain strings (see
@@ -31,6 +31,11 @@ advantage on every trained token, 0 elsewhere), ``old_logprobs`` and ``old_mask`
 log-prob and 1 on the tokens it is used for, 0 elsewhere). Logged ``old_logprobs`` are used
 only when ``use_behaviour_logprobs`` and their length equals the number of assistant tokens of
 the example (:attr:`TokenizedCompletion.n_assistant`); otherwise they are ignored and counted.
+A single logged value outside :data:`BEHAVIOUR_LOGPROB_RANGE` ``[-100, 0]`` (or NaN) is unusable:
+a log-prob is never above 0, and servers write ``-inf`` as a large finite stand-in (vLLM
+``-9999.0``) that would make the ratio ``exp(logp - old)`` overflow. That token gets no
+behaviour log-prob (``old_mask`` 0: trained on-policy, ``old = logp.detach()``) and is counted
+in ``old_logprobs_unusable_tokens``; the row's other tokens keep theirs.
 
 **Choice sets** (``choices``, a :class:`~agent_rl_plugin.train.choices.ChoiceSet`): the
 assistant tokens of each completion must be one of the choices followed by the end-of-turn
@@ -47,9 +52,11 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from agent_rl_plugin.data.health_tokens import end_token_ids
 from agent_rl_plugin.train.choices import ChoiceSet
 from agent_rl_plugin.train.common import TrainError
 from agent_rl_plugin.train.stored_tokens import (
@@ -58,6 +65,7 @@ from agent_rl_plugin.train.stored_tokens import (
     REJECT_REASONS,
     TOKEN_IDS_MODES,
     check_stored_ids,
+    decodes_to_completion,
     stored_example_tokens,
 )
 from agent_rl_plugin.train.tokenize import TokenizedCompletion, tokenize_completion
@@ -69,6 +77,8 @@ COMPLETION_COLUMNS = ("prompt", "completion", "advantage")
 EXAMPLE_KEYS = ("input_ids", "loss_mask", "advantages", "old_logprobs", "old_mask")
 #: The extra key of an example built with a choice set (see the module doc).
 ALLOWED_KEY = "allowed"
+#: Logged behaviour log-probs outside ``[low, high]`` (or not finite) are not used (see the module doc).
+BEHAVIOUR_LOGPROB_RANGE = (-100.0, 0.0)
 #: At most this many examples built from stored ids are also re-tokenised to count drift.
 DRIFT_LIMIT = 256
 
@@ -184,20 +194,34 @@ def constrain_to_choices(
     return loss_mask, allowed
 
 
+def usable_behaviour_logprob(value: Any) -> bool:
+    """Whether a logged behaviour log-prob can enter the importance ratio: a number (not a
+    bool, not null) within :data:`BEHAVIOUR_LOGPROB_RANGE` (NaN is not; see the module doc)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    low, high = BEHAVIOUR_LOGPROB_RANGE
+    return low <= float(value) <= high
+
+
 def _example(
     tokens: TokenizedCompletion, loss_mask: list[int], advantage: float, logged: Any, use_behaviour_logprobs: bool
-) -> tuple[dict[str, list], bool | None]:
-    """The example dict, and whether logged behaviour log-probs were used (``None``: none logged)."""
+) -> tuple[dict[str, list], bool | None, int]:
+    """The example dict, whether logged behaviour log-probs were used (``None``: none logged),
+    and how many of its trained tokens had an unusable one (:func:`usable_behaviour_logprob`)."""
     n = len(tokens.input_ids)
     old_logprobs, old_mask = [0.0] * n, [0] * n
-    used = None
+    used, unusable = None, 0
     if logged is not None and len(logged) > 0:
         used = use_behaviour_logprobs and len(logged) == tokens.n_assistant
         if used:
-            values = iter(float(x) for x in logged)
+            values = iter(logged)
             for i, is_assistant in enumerate(tokens.assistant_mask):
                 if is_assistant:
-                    old_logprobs[i], old_mask[i] = next(values), 1
+                    value = next(values)
+                    if usable_behaviour_logprob(value):
+                        old_logprobs[i], old_mask[i] = float(value), 1
+                    else:  # on-policy for this token (old = logp.detach())
+                        unusable += int(bool(loss_mask[i]))
     example: dict[str, list] = {
         "input_ids": tokens.input_ids,
         "loss_mask": loss_mask,
@@ -205,7 +229,7 @@ def _example(
         "old_logprobs": old_logprobs,
         "old_mask": old_mask,
     }
-    return example, used
+    return example, used, unusable
 
 
 class _TokenSource:
@@ -233,6 +257,7 @@ class _TokenSource:
         self.choices = choices
         self.drift_limit = drift_limit
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
+        self.end_ids = end_token_ids(tokenizer)
         self.ignored = 0
         self.checked = 0
         self.differ = 0
@@ -258,6 +283,9 @@ class _TokenSource:
             self.rejected[checked] += 1
             return None
         completion_ids, prompt_ids = checked
+        if not decodes_to_completion(self.tokenizer, completion_ids, row["completion"], self.end_ids):
+            self.rejected["decode_mismatch"] += 1
+            return None
         tokens = stored_example_tokens(
             self.tokenizer, row["prompt"], row["completion"], completion_ids, prompt_ids, max_length=self.max_length
         )
@@ -300,7 +328,9 @@ def build_examples(
     ``positive`` / ``negative`` (examples by advantage sign), ``trained_tokens``,
     ``truncated_prompts``, ``truncated_completions``, ``unaligned_messages``,
     ``old_logprobs_used``, ``old_logprobs_ignored`` (present but unused: misaligned, or
-    ``use_behaviour_logprobs`` off), ``examples_with_stored_token_ids`` and
+    ``use_behaviour_logprobs`` off), ``old_logprobs_unusable_tokens`` (trained tokens of used
+    rows whose logged log-prob is outside :data:`BEHAVIOUR_LOGPROB_RANGE`: trained on-policy),
+    ``examples_with_stored_token_ids`` and
     ``examples_retokenised`` (examples by token source; they add up to ``examples``),
     ``stored_token_ids_rejected`` (rows whose stored ids were unusable and re-tokenised instead;
     by reason in ``rejected_token_ids``), ``stored_token_ids_ignored`` (rows with stored ids and
@@ -327,6 +357,7 @@ def build_examples(
         "unaligned_messages",
         "old_logprobs_used",
         "old_logprobs_ignored",
+        "old_logprobs_unusable_tokens",
         "examples_with_stored_token_ids",
         "examples_retokenised",
         "stored_token_ids_rejected",
@@ -378,7 +409,8 @@ def build_examples(
         stats["truncated_prompts"] += int(tokens.prompt_truncated > 0)
         stats["truncated_completions"] += int(tokens.completion_truncated)
         advantage = row["advantage"]
-        example, used = _example(tokens, loss_mask, advantage, row["old_logprobs"], use_behaviour_logprobs)
+        example, used, unusable = _example(tokens, loss_mask, advantage, row["old_logprobs"], use_behaviour_logprobs)
+        stats["old_logprobs_unusable_tokens"] += unusable
         if used is not None:
             stats["old_logprobs_used" if used else "old_logprobs_ignored"] += 1
         if allowed is not None:
@@ -479,10 +511,12 @@ __all__ = [
     "GROUP_COLUMNS",
     "OfflineCollator",
     "OfflineExamples",
+    "BEHAVIOUR_LOGPROB_RANGE",
     "allowed_tensor",
     "build_examples",
     "check_offline_dataset",
     "constrain_to_choices",
     "dataset_format",
     "iter_completions",
+    "usable_behaviour_logprob",
 ]

@@ -21,7 +21,9 @@ Contract of :func:`stored_example_tokens` (used by
 * The ids are checked first; a row that fails falls back to the text path and is counted under
   one reason of :data:`REJECT_REASONS`: ``invalid`` (not a list of integers >= 0),
   ``out_of_vocab`` (an id >= the model's vocabulary size: it would index past the embedding),
-  ``not_a_choice`` (with a choice set, the ids are not one choice and its end token). Nothing
+  ``decode_mismatch`` (the ids do not decode to the row's recorded completion text with this
+  tokenizer, :func:`decodes_to_completion`: ids of another model's tokenizer, or of another
+  call), ``not_a_choice`` (with a choice set, the ids are not one choice and its end token). Nothing
   here raises for bad ids.
 * ``max_length`` truncates as the text path does (prompt tokens from the left; a completion too
   long keeps its beginning).
@@ -35,6 +37,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Mapping, Sequence
 
+from agent_rl_plugin.data.health_tokens import comparable_text, ids_match_text
 from agent_rl_plugin.train.common import TrainError
 from agent_rl_plugin.train.tokenize import TokenizedCompletion, _as_messages, _truncate, tokenize_completion
 
@@ -44,7 +47,7 @@ PROMPT_IDS_KEY = "prompt_token_ids"
 #: Values of ``OfflineGRPOTrainConfig.token_ids``: use stored ids when valid, or never.
 TOKEN_IDS_MODES = ("auto", "ignore")
 #: Why stored ids were not used (see the module doc).
-REJECT_REASONS = ("invalid", "out_of_vocab", "not_a_choice")
+REJECT_REASONS = ("invalid", "out_of_vocab", "decode_mismatch", "not_a_choice")
 
 
 def _ids(value: Any) -> list[int] | None | str:
@@ -77,6 +80,17 @@ def check_stored_ids(row: Mapping[str, Any], vocab_size: int) -> tuple[list[int]
     if max(completion) >= vocab_size or (prompt is not None and max(prompt) >= vocab_size):
         return "out_of_vocab"
     return completion, prompt
+
+
+def decodes_to_completion(tokenizer: Any, completion_ids: Sequence[int], completion: Any, end_ids: Any = None) -> bool:
+    """Whether stored ``completion_ids`` belong to the recorded ``completion``: the rule of
+    :func:`agent_rl_plugin.data.health_tokens.ids_match_text` (``tokenizer.decode`` of the ids,
+    less one trailing end / special id, is exactly the completion's text), the one ``agent-rl
+    doctor`` applies for ``token_ids_mismatch``. A completion whose text is not all that was
+    sampled (tool calls, reasoning; :func:`~agent_rl_plugin.data.health_tokens.comparable_text`
+    gives ``None``) is not compared: ``True``."""
+    text = comparable_text(completion)
+    return text is None or ids_match_text(tokenizer, completion_ids, text, end_ids)
 
 
 def prompt_ids(tokenizer: Any, prompt: str | Sequence[Mapping[str, Any]], completion: Any = None) -> list[int]:
@@ -154,6 +168,7 @@ __all__ = [
     "REJECT_REASONS",
     "TOKEN_IDS_MODES",
     "check_stored_ids",
+    "decodes_to_completion",
     "prompt_ids",
     "retokenisation_drift",
     "retokenised_completion_ids",
