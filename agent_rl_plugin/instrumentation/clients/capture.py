@@ -23,7 +23,7 @@ import contextvars
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from opentelemetry import trace
 
@@ -278,17 +278,41 @@ def listed(kwargs: dict[str, Any], *names: str) -> None:
 
 
 def get(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj[name]`` for mappings, else ``getattr(obj, name)``; extra fields of pydantic models too."""
+    """``obj[name]`` for mappings, else the attribute ``name`` (extra fields of pydantic models
+    too); ``default`` when absent or ``None``. Reads a pydantic model's fields and extras
+    directly, without the exception a missing attribute costs (this runs for every streamed chunk)."""
     if obj is None:
         return default
     if isinstance(obj, dict):
-        return obj.get(name, default)
-    value = getattr(obj, name, None)
-    if value is None:
-        extra = getattr(obj, "model_extra", None)
-        if isinstance(extra, dict):
-            value = extra.get(name)
+        value = obj.get(name)
+    else:
+        fields = getattr(obj, "__dict__", None)
+        if fields is not None and name in fields:
+            value = fields[name]
+        elif hasattr(type(obj), "model_fields"):  # pydantic: not a field, maybe an extra
+            extra = getattr(obj, "__pydantic_extra__", None)
+            value = extra.get(name) if isinstance(extra, dict) else None
+        else:
+            value = getattr(obj, name, None)
     return default if value is None else value
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def view(obj: Any) -> Mapping[str, Any]:
+    """A read-only mapping of ``obj``'s fields: a dict itself; a pydantic model's fields and
+    extras (vLLM's ``token_ids``...); a plain object's ``__dict__``; ``{}`` for ``None``. One
+    lookup per field afterwards, for the per-chunk path. Do not modify what it returns."""
+    if obj is None:
+        return _EMPTY
+    if isinstance(obj, dict):
+        return obj
+    fields = getattr(obj, "__dict__", None)
+    if not isinstance(fields, dict):
+        return _EMPTY
+    extra = getattr(obj, "__pydantic_extra__", None)
+    return {**fields, **extra} if extra else fields
 
 
 def plain(value: Any) -> Any:
@@ -331,6 +355,7 @@ __all__ = [
     "pause_client_capture",
     "plain",
     "raw_mode",
+    "view",
     "resume_client_capture",
     "running_captured_call",
 ]

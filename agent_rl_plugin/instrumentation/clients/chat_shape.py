@@ -16,9 +16,9 @@ value of the wrong shape is left out.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
-from agent_rl_plugin.instrumentation.clients.capture import CallResult, get, int_list, plain
+from agent_rl_plugin.instrumentation.clients.capture import CallResult, get, int_list, plain, view
 
 
 def _logprobs(choice: Any) -> list[float] | None:
@@ -102,33 +102,40 @@ class ChatStreamAccumulator:
         self._prompt_ids: list[int] | None = None
 
     def add(self, chunk: Any) -> None:
-        self._model = get(chunk, "model") or self._model
-        self._id = get(chunk, "id") or self._id
-        if get(chunk, "usage") is not None:
+        fields = view(chunk)
+        self._model = fields.get("model") or self._model
+        self._id = fields.get("id") or self._id
+        if fields.get("usage") is not None:
             self._usage = _usage(chunk)
-        self._prompt_ids = self._prompt_ids or int_list(get(chunk, "prompt_token_ids"))
-        for choice in get(chunk, "choices") or []:
-            index = get(choice, "index", 0)
-            parts = self._choices.setdefault(index if isinstance(index, int) else 0, _ChoiceParts())
-            delta = get(choice, "delta")
-            text = get(delta, "content")
-            if isinstance(text, str):
-                parts.content.append(text)
-            reasoning = get(delta, "reasoning_content") or get(delta, "reasoning")
-            if isinstance(reasoning, str):
-                parts.reasoning.append(reasoning)
-            for call in get(delta, "tool_calls") or []:
-                self._add_tool_call(parts, call)
-            parts.finish_reason = get(choice, "finish_reason") or parts.finish_reason
+        if self._prompt_ids is None and fields.get("prompt_token_ids") is not None:
+            self._prompt_ids = int_list(fields.get("prompt_token_ids"))
+        for choice in fields.get("choices") or ():
+            self._add_choice(view(choice))
+
+    def _add_choice(self, choice: Mapping[str, Any]) -> None:
+        index = choice.get("index") or 0
+        parts = self._choices.setdefault(index if isinstance(index, int) else 0, _ChoiceParts())
+        delta = view(choice.get("delta"))
+        text = delta.get("content")
+        if isinstance(text, str):
+            parts.content.append(text)
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str):
+            parts.reasoning.append(reasoning)
+        for call in delta.get("tool_calls") or ():
+            self._add_tool_call(parts, call)
+        parts.finish_reason = choice.get("finish_reason") or parts.finish_reason
+        if choice.get("logprobs") is not None:
             step = _logprobs(choice)
             if step is not None:
                 parts.logprobs.extend(step)
-            elif get(get(choice, "logprobs"), "content"):
+            elif get(choice.get("logprobs"), "content"):
                 parts.logprobs_ok = False
-            ids = int_list(get(choice, "token_ids"))
-            if ids:
-                parts.token_ids.extend(ids)
-            parts.prompt_token_ids = parts.prompt_token_ids or int_list(get(choice, "prompt_token_ids"))
+        ids = choice.get("token_ids")
+        if ids is not None:
+            parts.token_ids.extend(int_list(ids) or ())
+        if parts.prompt_token_ids is None and choice.get("prompt_token_ids") is not None:
+            parts.prompt_token_ids = int_list(choice.get("prompt_token_ids"))
 
     @staticmethod
     def _add_tool_call(parts: _ChoiceParts, call: Any) -> None:
