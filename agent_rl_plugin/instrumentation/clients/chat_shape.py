@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from agent_rl_plugin.instrumentation.clients.capture import CallResult, get, int_list, plain, view
+from agent_rl_plugin.instrumentation.clients.capture import CallRequest, CallResult, get, int_list, plain, view
 
 
 def _logprobs(choice: Any) -> list[float] | None:
@@ -175,6 +175,17 @@ class ChatStreamAccumulator:
         return results or [CallResult(response_model=self._model)]
 
 
+def chat_request(provider: str, kwargs: dict[str, Any]) -> CallRequest:
+    """An OpenAI-shaped chat call's request (OpenAI SDK, LiteLLM): model, messages, settings, ``n``."""
+    return CallRequest(
+        provider=provider,
+        model=str(kwargs.get("model")),
+        messages=plain(kwargs.get("messages")),
+        attributes=chat_request_attributes(kwargs),
+        choices=requested_choices(kwargs),
+    )
+
+
 def requested_choices(kwargs: dict[str, Any]) -> int:
     """The ``n`` a chat request asks for (1 when absent or not a small positive int)."""
     n = kwargs.get("n")
@@ -201,4 +212,4 @@ def chat_request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
     return attributes
 
 
-__all__ = ["ChatStreamAccumulator", "chat_request_attributes", "chat_results", "requested_choices"]
+__all__ = ["ChatStreamAccumulator", "chat_request", "chat_request_attributes", "chat_results", "requested_choices"]

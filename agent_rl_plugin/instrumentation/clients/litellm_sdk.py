@@ -14,12 +14,11 @@ import inspect
 from typing import Any, Callable
 
 from agent_rl_plugin.instrumentation.clients import capture
-from agent_rl_plugin.instrumentation.clients.capture import CallRequest, CallResult, ClientCall, plain
+from agent_rl_plugin.instrumentation.clients.capture import CallRequest, CallResult, ClientCall
 from agent_rl_plugin.instrumentation.clients.chat_shape import (
     ChatStreamAccumulator,
-    chat_request_attributes,
+    chat_request,
     chat_results,
-    requested_choices,
 )
 from agent_rl_plugin.instrumentation.clients.registry import Patch
 from agent_rl_plugin.instrumentation.clients.streams import wrap_stream
@@ -29,13 +28,7 @@ PROVIDER = "litellm"
 
 def _request(kwargs: dict[str, Any]) -> CallRequest:
     capture.listed(kwargs, "messages")
-    return CallRequest(
-        provider=PROVIDER,
-        model=str(kwargs.get("model")),
-        messages=plain(kwargs.get("messages")),
-        attributes=chat_request_attributes(kwargs),
-        choices=requested_choices(kwargs),
-    )
+    return chat_request(PROVIDER, kwargs)
 
 
 def _wrapper(original: Callable[..., Any], *, is_async: bool) -> Callable[..., Any]:

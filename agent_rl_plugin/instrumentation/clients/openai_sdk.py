@@ -18,9 +18,9 @@ from agent_rl_plugin.instrumentation.clients import capture
 from agent_rl_plugin.instrumentation.clients.capture import CallRequest, CallResult, ClientCall, get, int_list, plain
 from agent_rl_plugin.instrumentation.clients.chat_shape import (
     ChatStreamAccumulator,
+    chat_request,
     chat_request_attributes,
     chat_results,
-    requested_choices,
 )
 from agent_rl_plugin.instrumentation.clients.registry import Patch
 from agent_rl_plugin.instrumentation.clients.streams import wrap_stream
@@ -30,13 +30,7 @@ PROVIDER = "openai"
 
 # --- chat completions ----------------------------------------------------------------------------
 def _chat_request(kwargs: dict[str, Any]) -> CallRequest:
-    return CallRequest(
-        provider=PROVIDER,
-        model=str(kwargs.get("model")),
-        messages=plain(kwargs.get("messages")),
-        attributes=chat_request_attributes(kwargs),
-        choices=requested_choices(kwargs),
-    )
+    return chat_request(PROVIDER, kwargs)
 
 
 # --- responses -----------------------------------------------------------------------------------
