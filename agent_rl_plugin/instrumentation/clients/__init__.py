@@ -78,9 +78,6 @@ class UnknownClientError(AgentRLError, ValueError):
     """An ``instrument_clients`` name that is not a supported client."""
 
 
-_active: set[str] = set()
-
-
 def resolve_clients(selection: str | Iterable[str] | None) -> list[str]:
     """The client names a ``instrument_clients`` setting selects (``"auto"``: all supported)."""
     if selection is None:
@@ -113,7 +110,7 @@ def _installed(module: str) -> bool:
 def _patcher(name: str, patches: Callable[[], list[Patch]]) -> Callable[[ModuleType], None]:
     def patch(_module: ModuleType) -> None:
         with _lock:  # switched off meanwhile (after the SDK's import began): leave it unpatched
-            if name in _active:
+            if name in ENABLED:
                 apply(patches())
 
     return patch
@@ -129,14 +126,13 @@ def instrument_clients(selection: str | Iterable[str] = "auto") -> list[str]:
     for name in names:
         module, patches = CLIENTS[name]
         with _lock:
-            if name in _active:
+            if name in ENABLED:
                 captured.append(name)
                 continue
             if not _installed(module):
                 if explicit:
                     logger.warning("instrument_clients: %s is not installed; its calls cannot be captured", module)
                 continue
-            _active.add(name)
             ENABLED.add(name)
         when_imported(module, _patcher(name, patches))
         captured.append(name)
@@ -148,9 +144,8 @@ def uninstrument_clients(selection: str | Iterable[str] = "auto") -> None:
     for name in resolve_clients(selection):
         module, patches = CLIENTS[name]
         with _lock:
-            if name not in _active:
+            if name not in ENABLED:
                 continue
-            _active.discard(name)
             ENABLED.discard(name)
         cancel_waiting(module)
         if module in sys.modules:
@@ -160,7 +155,7 @@ def uninstrument_clients(selection: str | Iterable[str] = "auto") -> None:
 def instrumented_clients() -> list[str]:
     """The client names captured now or waiting for their SDK's import."""
     with _lock:
-        return sorted(_active)
+        return sorted(ENABLED)
 
 
 __all__ = [

@@ -56,11 +56,11 @@ def client_capture_paused() -> Iterator[None]:
     For integrations that record a framework's LLM calls from the framework's own events: wrap
     the framework's model call in it, and the SDK call underneath is not recorded a second time.
     """
-    token = _PAUSED.set(True)
+    token = pause_client_capture()
     try:
         yield
     finally:
-        _PAUSED.reset(token)
+        resume_client_capture(token)
 
 
 def pause_client_capture() -> contextvars.Token[bool]:

@@ -107,11 +107,6 @@ def restore(patches: Sequence[Patch]) -> None:
                 log_failure(f"restoring {patch.module}.{patch.attribute}")
 
 
-def is_applied(patch: Patch) -> bool:
-    """Whether ``patch`` is installed by us now."""
-    return (patch.module, patch.owner, patch.attribute) in _applied
-
-
 class _ChainedLoader(importlib.abc.Loader):
     """Runs the real loader, then the callbacks waiting for the module."""
 
@@ -188,9 +183,4 @@ def cancel_waiting(name: str) -> None:
         _uninstall_finder_if_idle()
 
 
-def is_waiting(name: str) -> bool:
-    """Whether a callback waits for ``name``'s first import."""
-    return name in _waiting
-
-
-__all__ = ["MARKER", "Patch", "apply", "cancel_waiting", "is_applied", "is_waiting", "restore", "when_imported"]
+__all__ = ["MARKER", "Patch", "apply", "cancel_waiting", "restore", "when_imported"]
