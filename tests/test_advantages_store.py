@@ -82,9 +82,18 @@ def test_gigpo_round_trip_through_the_cli(scored_db):
     )
     assert sums[0]["worst"] < 1e-9
     params = json.loads(rows(scored_db, "select any_value(parameters) as p from advantages")[0]["p"])
-    assert params == {"baseline": "step", "epsilon": 1e-06, "gamma": 0.95, "mode": "mean_norm", "omega": 1.0,
-                      "rewards": ["task_completion", "tool_success"], "terminal_reward": True,
-                      "weights": None, "where": None, "failed_rollouts": "exclude"}
+    assert params == {
+        "baseline": "step",
+        "epsilon": 1e-06,
+        "gamma": 0.95,
+        "mode": "mean_norm",
+        "omega": 1.0,
+        "rewards": ["task_completion", "tool_success"],
+        "terminal_reward": True,
+        "weights": None,
+        "where": None,
+        "failed_rollouts": "exclude",
+    }
 
     # the stored values are what gigpo_advantages gives on steps_for_gigpo
     connection = read(scored_db)
@@ -127,9 +136,10 @@ def test_steps_table_observations_rewards_and_keys(scored_db):
         step_rewards = connection.execute(
             "select rollout_id, step_index, value from rewards where name = 'tool_success' and step_index is not null"
         ).fetchall()
-        episode = connection.execute(
-            "select rollout_id, avg(value) from rewards where step_index is null and name in ('tool_success', "
-            "'task_completion') group by rollout_id"
+        episode = connection.execute(  # weighted by the weights scoring recorded (task_completion 1.5)
+            "select r.rollout_id, sum(coalesce(w.weight, 1) * r.value) / sum(coalesce(w.weight, 1)) from rewards r "
+            "left join reward_weights w on w.name = r.name where r.step_index is null and r.name in "
+            "('tool_success', 'task_completion') group by r.rollout_id"
         ).fetchall()
         inputs = dict(connection.execute("select rollout_id, input from rollouts").fetchall())
     finally:
@@ -211,7 +221,12 @@ def test_recorded_keys_win_and_plugins_are_asked_for_the_rest(scored_db, plugin_
         connection.close()
     by_row = {
         (t, i): (k, s)
-        for t, i, k, s in zip(*(table.column(c).to_pylist() for c in ("trajectory_id", "view_step_index", "state_key", "state_key_source")))
+        for t, i, k, s in zip(
+            *(
+                table.column(c).to_pylist()
+                for c in ("trajectory_id", "view_step_index", "state_key", "state_key_source")
+            )
+        )
     }
     assert by_row[(target["rollout_id"], 2)] == ("recorded-key", "recorded")
     assert all(k == "first-action" and s == "plugin" for (t, i), (k, s) in by_row.items() if i == 0)
@@ -241,17 +256,26 @@ def test_grpo_rloo_dr_grpo_through_the_cli(scored_db):
         table = episode_rewards(connection, reward_names=["task_completion"])
     finally:
         connection.close()
-    expected = dict(zip(table.column("rollout_id").to_pylist(), grpo_advantages(
-        table.column("reward").to_numpy(), table.column("group_id").to_pylist(), "batch")))
+    expected = dict(
+        zip(
+            table.column("rollout_id").to_pylist(),
+            grpo_advantages(table.column("reward").to_numpy(), table.column("group_id").to_pylist(), "batch"),
+        )
+    )
     run = compute_json(scored_db, "--method", "grpo", "--scale", "batch", "--reward", "task_completion")
-    stored = rows(scored_db, "select rollout_id, step_index, value, reward from advantages where run_id = ?", [run["run_id"]])
+    stored = rows(
+        scored_db, "select rollout_id, step_index, value, reward from advantages where run_id = ?", [run["run_id"]]
+    )
     assert len(stored) == 8 and all(r["step_index"] is None for r in stored)
     assert {r["rollout_id"]: r["value"] for r in stored} == pytest.approx(expected, abs=1e-12)
     for method in ("rloo", "dr_grpo"):
         out = compute_json(scored_db, "--method", method)
         assert out["rows_written"] == 8 and out["summary"]["groups"] == 2
-        sums = rows(scored_db, "select max(abs(s)) as m from (select sum(value) s from advantages where run_id = ? "
-                    "group by group_id)", [out["run_id"]])
+        sums = rows(
+            scored_db,
+            "select max(abs(s)) as m from (select sum(value) s from advantages where run_id = ? group by group_id)",
+            [out["run_id"]],
+        )
         assert sums[0]["m"] < 1e-9  # both are zero-sum inside a group
 
 
@@ -361,3 +385,18 @@ def test_step_rewards_only_make_r_the_sum_of_step_rewards(scored_db):
     # episode-level methods need episode rewards
     result = agent_rl("advantages", "compute", "--db", str(scored_db), "--method", "grpo")
     assert result.exit_code == 1 and "has a usable episode reward" in result.stderr
+
+
+def test_reward_name_equals_weight_is_the_way_to_weigh(scored_db):
+    """`-r NAME=W` picks the reward and weighs it; the hidden `--weight NAME=W` spelling gives the
+    same run; without the weight the combined rewards (so the input hash) differ."""
+    args = ["--method", "grpo", "--dry-run"]
+    new = compute_json(scored_db, *args, "-r", "task_completion=3", "-r", "tool_success")
+    old = compute_json(
+        scored_db, *args, "--reward", "task_completion", "--reward", "tool_success", "--weight", "task_completion=3"
+    )
+    plain = compute_json(scored_db, *args, "-r", "task_completion", "-r", "tool_success")
+    assert new["parameters"]["weights"] == {"task_completion": 3.0} == old["parameters"]["weights"]
+    assert new["parameters"]["rewards"] == ["task_completion", "tool_success"]
+    assert new["input_hash"] == old["input_hash"] != plain["input_hash"]
+    assert agent_rl("advantages", "compute", "--db", str(scored_db), "-m", "grpo").exit_code == 2  # -m is --model

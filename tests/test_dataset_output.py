@@ -85,7 +85,7 @@ def test_cli_build_summary_and_files(store, tmp_path):
     assert len(out.read_text().splitlines()) == 12
     result = agent_rl(
         "dataset", "build", "grpo", "--db", str(store), "--out", str(tmp_path / "g.parquet"),
-        "--reward", "correct=2", "--reward", "tool_success", "--format", "text",
+        "--reward", "correct=2", "--reward", "tool_success", "--style", "text",
     )
     assert result.exit_code == 0, result.output
     assert "groups: 4, mean group size 3.0" in result.stdout

@@ -26,8 +26,17 @@ def test_one_row_per_llm_call_with_gigpo_advantages(store):
     ds = build_step_dataset(store, report=report, gigpo={"omega": 0.5})
     assert ds.num_rows == 8 * 3 == report.rows
     assert ds.column_names == [
-        "prompt", "completion", "advantage", "old_logprobs", "completion_token_ids", "prompt_token_ids",
-        "rollout_id", "group_id", "task_id", "step_index", "state_key",
+        "prompt",
+        "completion",
+        "advantage",
+        "old_logprobs",
+        "completion_token_ids",
+        "prompt_token_ids",
+        "rollout_id",
+        "group_id",
+        "task_id",
+        "step_index",
+        "state_key",
     ]
     first = ds[0]
     assert [m["role"] for m in first["prompt"]] == ["system", "user"]
@@ -44,7 +53,9 @@ def test_one_row_per_llm_call_with_gigpo_advantages(store):
         connection.close()
     by_key = {
         (r, s): a
-        for r, s, a in zip(steps.column("trajectory_id").to_pylist(), steps.column("view_step_index").to_pylist(), expected)
+        for r, s, a in zip(
+            steps.column("trajectory_id").to_pylist(), steps.column("view_step_index").to_pylist(), expected
+        )
     }
     got = [by_key[(r, s)] for r, s in zip(ds["rollout_id"], ds["step_index"])]
     assert np.allclose(ds["advantage"], got)
@@ -53,8 +64,9 @@ def test_one_row_per_llm_call_with_gigpo_advantages(store):
 def test_advantages_from_the_table(store):
     from agent_rl_plugin.rl import compute_advantages
 
-    with pytest.raises(DatasetError, match="advantages table has no rows"):
+    with pytest.raises(DatasetError, match="no stored advantage run covers these rollouts") as caught:
         build_step_dataset(store, from_table=True)
+    assert "agent-rl advantages compute --method gigpo" in (caught.value.hint or "")
     run = compute_advantages(str(store), "gigpo")
     report = BuildReport()
     ds = build_step_dataset(store, from_table=True, report=report)
@@ -62,8 +74,9 @@ def test_advantages_from_the_table(store):
     computed = build_step_dataset(store)
     assert np.allclose(ds["advantage"], computed["advantage"])
     assert build_step_dataset(store, run_id=run.run_id)["advantage"] == ds["advantage"]
-    with pytest.raises(DatasetError, match="no step got an advantage"):
+    with pytest.raises(DatasetError, match="no advantage run 'no-such-run' in the store") as caught:
         build_step_dataset(store, run_id="no-such-run")
+    assert "agent-rl advantages runs" in (caught.value.hint or "")
 
 
 def test_logprobs_are_read_from_the_llm_span(tmp_path, plugin_manager):
@@ -73,7 +86,12 @@ def test_logprobs_are_read_from_the_llm_span(tmp_path, plugin_manager):
     answer = [{"role": "assistant", "content": "a"}]
     for i, group in enumerate(["g", "g"]):
         write_rollout(
-            connection, f"r{i}", group_id=group, llm_calls=[(user, answer)], rewards={"ok": float(i)}, start_s=i,
+            connection,
+            f"r{i}",
+            group_id=group,
+            llm_calls=[(user, answer)],
+            rewards={"ok": float(i)},
+            start_s=i,
             llm_attributes=[{LOGPROBS_ATTRIBUTE: [-0.5, -1.25]}] if i == 0 else None,
         )
     connection.close()

@@ -30,7 +30,10 @@ def site(tmp_path_factory) -> Path:
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(CONFIG), "--site-dir", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
@@ -46,22 +49,43 @@ def html(site: Path, page: str) -> str:
 
 
 def test_key_pages_are_built(site):
-    for page in ("index.html", "quickstart.html", "concepts.html", "cookbook.html", "schema.html",
-                 "instrumenting.html", "training.html", "advantages.html", "reference/index.html"):
+    for page in (
+        "index.html",
+        "quickstart.html",
+        "concepts.html",
+        "cookbook.html",
+        "schema.html",
+        "instrumenting.html",
+        "training.html",
+        "advantages.html",
+        "reference/index.html",
+        "cli.html",
+    ):
         assert "<article" in html(site, page), page
     assert "SQL cookbook" in html(site, "cookbook.html")
+    cli = html(site, "cli.html")
+    assert "agent-rl advantages compute" in cli and "--reward NAME[=W]" in cli  # the grammar and the index
 
 
 def test_reference_pages_document_signatures(site):
     expected = {
-        "agent_rl_plugin": ["agent_rl_plugin.tracing.configure", "agent_rl_plugin.instrumentation.context.rollout",
-                            "agent_rl_plugin.instrumentation.recording.emit_reward"],
+        "agent_rl_plugin": [
+            "agent_rl_plugin.tracing.configure",
+            "agent_rl_plugin.instrumentation.context.rollout",
+            "agent_rl_plugin.instrumentation.recording.emit_reward",
+        ],
         "rewards": ["agent_rl_plugin.rewards.reward", "agent_rl_plugin.rewards.RewardPlugin"],
         "data": ["agent_rl_plugin.data.build_kto_dataset", "agent_rl_plugin.data.build_step_dataset"],
         "rl": ["agent_rl_plugin.rl.grpo_advantages", "agent_rl_plugin.rl.gigpo_advantages"],
-        "train": ["agent_rl_plugin.train.kto.train_kto", "agent_rl_plugin.train.offline.train_offline_grpo",
-                  "agent_rl_plugin.train.grpo_config.OfflineGRPOTrainConfig"],
-        "hookspecs": ["agent_rl_plugin.hookspecs.agent_rl_register_rewards", "agent_rl_plugin.hookspecs.agent_rl_state_key"],
+        "train": [
+            "agent_rl_plugin.train.kto.train_kto",
+            "agent_rl_plugin.train.offline.train_offline_grpo",
+            "agent_rl_plugin.train.grpo_config.OfflineGRPOTrainConfig",
+        ],
+        "hookspecs": [
+            "agent_rl_plugin.hookspecs.agent_rl_register_rewards",
+            "agent_rl_plugin.hookspecs.agent_rl_state_key",
+        ],
         "config": ["agent_rl_plugin.config.RLConfig", "agent_rl_plugin.config.RLConfig.db_path"],
     }
     for page in REFERENCE:
@@ -122,14 +146,18 @@ def test_commands_quoted_in_the_guides_exist():
 
     cli = typer.main.get_command(build_app())
     checked = 0
-    for page in ("index.md", "quickstart.md", "concepts.md", "cookbook.md"):
+    for page in ("index.md", "quickstart.md", "concepts.md", "cookbook.md", "cli.md"):
         for args in quoted_commands((DOCS / page).read_text()):
             command, path = cli, ["agent-rl"]
             while getattr(command, "commands", None) and args and not args[0].startswith("-"):
                 assert args[0] in command.commands, f"{page}: no command {' '.join(path + args[:1])}"
                 command, path, args = command.commands[args[0]], path + args[:1], args[1:]
-            options = {opt for param in command.params for opt in [*param.opts, *getattr(param, "secondary_opts", [])]
-                       if opt.startswith("-")} | {"--help"}
+            options = {
+                opt
+                for param in command.params
+                for opt in [*param.opts, *getattr(param, "secondary_opts", [])]
+                if opt.startswith("-")
+            } | {"--help"}
             for arg in args:
                 if arg.startswith("-"):
                     assert arg.split("=", 1)[0] in options, f"{page}: {' '.join(path)} has no option {arg}"

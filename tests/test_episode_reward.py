@@ -89,7 +89,7 @@ def test_every_reader_reports_the_same_episode_reward(db: Path):
     # the CLI: the rollouts list and a GRPO run (the reward each advantage was computed from)
     listed = _cli_json("traces", "list", "--db", str(db))
     assert {r["rollout_id"]: r["total_reward"] for r in listed} == pytest.approx(EXPECTED)
-    run = _cli_json("advantages", "compute", "--db", str(db), "-m", "grpo")
+    run = _cli_json("advantages", "compute", "--db", str(db), "--method", "grpo")
     stored = rows(db, "select rollout_id, reward from advantages where run_id = ?", [run["run_id"]])
     assert {r["rollout_id"]: r["reward"] for r in stored} == pytest.approx(EXPECTED)
 
@@ -121,7 +121,7 @@ def test_weights_and_reward_names_apply_on_top_of_the_view(db: Path):
     assert dict(zip(kto["rollout_id"], kto["reward"])) == pytest.approx(expected)
 
     only_fb = {"r-repeat": 0.5, "r-mixed": 1.0, "r-rescored": 0.0}
-    run = _cli_json("advantages", "compute", "--db", str(db), "-m", "grpo", "--reward", "fb")
+    run = _cli_json("advantages", "compute", "--db", str(db), "--method", "grpo", "--reward", "fb")
     stored = rows(db, "select rollout_id, reward from advantages where run_id = ?", [run["run_id"]])
     assert {r["rollout_id"]: r["reward"] for r in stored} == pytest.approx(only_fb)
     kto = build_kto_dataset(str(db), weights=["fb"])

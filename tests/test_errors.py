@@ -96,3 +96,26 @@ def test_a_subclass_that_bypasses_the_base_init_still_prints():
             Exception.__init__(self, message)
 
     assert str(Legacy("old style")) == "old style" and Legacy("x").hint is None
+
+
+def test_an_error_quoting_user_input_prints_it_as_text_not_markup(tmp_path):
+    """A message that quotes what the user typed (here a rollout id) is printed as written:
+    rich markup in it is neither applied nor swallowed."""
+    import subprocess
+    import sys
+
+    import agent_rl_plugin as arl
+
+    db = tmp_path / "t.duckdb"
+    arl.configure(db=str(db))
+    with arl.rollout(task_id="t"):
+        arl.emit_reward(1.0)
+    arl.flush()
+    arl.shutdown()
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_rl_plugin", "traces", "show", "[red]abc[/red]", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "no rollout with id '[red]abc[/red]'" in result.stderr, result.stderr

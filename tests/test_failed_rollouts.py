@@ -263,7 +263,7 @@ def test_cli_flag_on_advantages_and_dataset(failed_db, tmp_path):
         "compute",
         "--db",
         str(db),
-        "-m",
+        "--method",
         "grpo",
         "--failed-rollouts",
         "zero_reward",
@@ -276,11 +276,11 @@ def test_cli_flag_on_advantages_and_dataset(failed_db, tmp_path):
     assert run["parameters"]["failed_rollouts"] == "zero_reward"
     assert any("4 failed rollout(s)" in note and "zero_reward" in note for note in run["notes"])
 
-    text = agent_rl("advantages", "compute", "--db", str(db), "-m", "rloo", "--dry-run")  # default: exclude
+    text = agent_rl("advantages", "compute", "--db", str(db), "--method", "rloo", "--dry-run")  # default: exclude
     assert text.exit_code == 0, text.output
     assert "4 failed rollout(s) (1 error, 1 timeout, 2 cancelled) excluded (--failed-rollouts exclude)" in text.output
 
-    bad = agent_rl("advantages", "compute", "--db", str(db), "-m", "grpo", "--failed-rollouts", "drop")
+    bad = agent_rl("advantages", "compute", "--db", str(db), "--method", "grpo", "--failed-rollouts", "drop")
     flat = " ".join(bad.output.replace("│", " ").split())
     assert bad.exit_code == 2 and "'drop' is not one of exclude, zero_reward, keep" in flat
 

@@ -13,7 +13,6 @@ a headless Chromium.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -62,7 +61,9 @@ def _record_extras() -> None:
             [{"role": "system", "content": IMG}, {"role": "user", "content": f"</pre>{SCRIPT}"}],
             f"</div></details>{SCRIPT}",
             tool_calls=[{"id": "c1", "name": f"search{SCRIPT}", "arguments": {"q": IMG}}],
-            input_tokens=7, output_tokens=5, reasoning=f"thinking {SCRIPT}",
+            input_tokens=7,
+            output_tokens=5,
+            reasoning=f"thinking {SCRIPT}",
         )
         arl.record_tool_call(f"search {SCRIPT}", arguments={"q": IMG}, result=f"{SCRIPT} result")
         arl.record_tool_call("fetch", arguments={"url": "x"}, error=f"ValueError: {SCRIPT}")
@@ -81,18 +82,39 @@ def _training_runs(path: str) -> list[str]:
     from agent_rl_plugin.train import record_training_run
 
     kto = [
-        {"step": s, "epoch": s / 10, "loss": 0.7 - 0.04 * s, "kl": 0.01 * s, "rewards/chosen": 0.1 * s,
-         "rewards/rejected": -0.05 * s, "logps/chosen": -40 + s, "learning_rate": 1e-4, "grad_norm": 1.0 / s}
+        {
+            "step": s,
+            "epoch": s / 10,
+            "loss": 0.7 - 0.04 * s,
+            "kl": 0.01 * s,
+            "rewards/chosen": 0.1 * s,
+            "rewards/rejected": -0.05 * s,
+            "logps/chosen": -40 + s,
+            "learning_rate": 1e-4,
+            "grad_norm": 1.0 / s,
+        }
         for s in range(1, 11)
     ]
     grpo = [
-        {"step": s, "loss": 0.2 / s, "logp/positive": -3 + 0.1 * s, "logp/negative": -3 - 0.1 * s, "reward": 0.3 + 0.02 * s}
+        {
+            "step": s,
+            "loss": 0.2 / s,
+            "logp/positive": -3 + 0.1 * s,
+            "logp/negative": -3 - 0.1 * s,
+            "reward": 0.3 + 0.02 * s,
+        }
         for s in range(1, 9)
     ]
     ids = []
     for method, history in (("kto", kto), ("offline_grpo", grpo)):
-        result = SimpleNamespace(metrics={"train_loss": history[-1]["loss"]}, log_history=history + [{"step": len(history), "train_loss": 0.5}], seconds=3.0)
-        ids.append(record_training_run(path, result, {"model": "tiny", "lr": 1e-4}, "status = 'ok'", method=method, n_rows=12))
+        result = SimpleNamespace(
+            metrics={"train_loss": history[-1]["loss"]},
+            log_history=history + [{"step": len(history), "train_loss": 0.5}],
+            seconds=3.0,
+        )
+        ids.append(
+            record_training_run(path, result, {"model": "tiny", "lr": 1e-4}, "status = 'ok'", method=method, n_rows=12)
+        )
     return ids
 
 
@@ -207,8 +229,17 @@ def test_every_section_is_there(report):
     assert summary.counts["tool_errors"] >= 2
     assert not summary.empty
     body = " ".join(page.text)
-    for words in ("Rollouts over time", "Reward names", "task_completion", "tool_success", "Tool calls",
-                  "Tokens", "Consensus", "Training", "Step by step"):
+    for words in (
+        "Rollouts over time",
+        "Reward names",
+        "task_completion",
+        "tool_success",
+        "Tool calls",
+        "Tokens",
+        "Consensus",
+        "Training",
+        "Step by step",
+    ):
         assert words in body or words in text, words
     # Coordination: alice won the last round 2 votes to 0 after bob's restart: consensus, 2 rounds.
     assert re.search(r"<td>alice</td>", text)
@@ -222,8 +253,17 @@ def test_every_plot_is_an_inline_svg(report):
     for figure in page.figures:
         assert figure["svg"] == 1, figure
         assert figure["paths"] > 10, figure
-    for plot_id in ("plot-rollouts-time", "plot-rewards-names", "plot-rewards-combined", "plot-rewards-groups",
-                    "plot-tools", "plot-tokens", "plot-coordination", "plot-training-0", "plot-training-1"):
+    for plot_id in (
+        "plot-rollouts-time",
+        "plot-rewards-names",
+        "plot-rewards-combined",
+        "plot-rewards-groups",
+        "plot-tools",
+        "plot-tokens",
+        "plot-coordination",
+        "plot-training-0",
+        "plot-training-1",
+    ):
         assert plot_id in summary.plots
     # Self-contained: nothing is fetched (no external URL in src/href, no stylesheet link, CSP).
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text)
@@ -235,12 +275,24 @@ def test_every_plot_is_an_inline_svg(report):
 
 def test_axes_titles_and_units(report):
     _, text = report
-    for label in ("after the first start", "duration (ms)", "latency (ms)", "reward value", "combined reward",
-                  "optimizer step", "tokens", "KL divergence", "calls"):
+    for label in (
+        "after the first start",
+        "duration (ms)",
+        "latency (ms)",
+        "reward value",
+        "combined reward",
+        "optimizer step",
+        "tokens",
+        "KL divergence",
+        "calls",
+    ):
         assert f">{label}<" in text or label in text, label
-    # Training curves: loss, reward and KL panels for KTO; log-probs for the offline GRPO run.
-    for title in ("Loss", "Reward", "KL", "Log-probabilities"):
+    # Training curves: loss, reward, KL and completion log-prob (summed) panels for KTO; per-token
+    # log-probs for the offline GRPO run, each labelled with its quantity.
+    for title in ("Loss", "Reward", "KL", "Log-probabilities (per completion)", "Log-probabilities (per token)"):
         assert f">{title}<" in text, title
+    assert re.search(r">sum of log p over the completion(&#x27;|')s tokens<", text)
+    assert ">mean log p per token<" in text
 
 
 def test_anchors_resolve_and_traces_expand(report):
@@ -258,7 +310,7 @@ def test_anchors_resolve_and_traces_expand(report):
     assert anchor_id(XSS_ROLLOUT).startswith("rollout-h")
     # A trace shows LLM messages, tool arguments, results and errors, events and step rewards.
     start = text.index(f'id="{anchor_id(XSS_ROLLOUT)}"')
-    trace = text[start:text.index("</details>\n", start) if "</details>\n" in text[start:] else None]
+    trace = text[start : text.index("</details>\n", start) if "</details>\n" in text[start:] else None]
     for piece in ("arguments", "result", "error", "input: 2 messages", "output", "reasoning", "step 1", "★"):
         assert piece in trace, piece
 
@@ -285,8 +337,15 @@ def test_time_axes():
     from agent_rl_plugin.report import plots
 
     start = datetime(2026, 1, 5, 8, 0, 0)
-    hours = [{"start_time": start + timedelta(minutes=37 * i), "status": "error" if i % 7 == 0 else "ok",
-              "duration_ms": 100.0 * (i + 1), "reward": i / 50} for i in range(50)]
+    hours = [
+        {
+            "start_time": start + timedelta(minutes=37 * i),
+            "status": "error" if i % 7 == 0 else "ok",
+            "duration_ms": 100.0 * (i + 1),
+            "reward": i / 50,
+        }
+        for i in range(50)
+    ]
     plot = plots.rollouts_over_time(hours)
     assert ">start time (UTC)<" in plot.svg and "Jan" in plot.svg
     assert plots.reward_over_time(hours) is not None
@@ -298,11 +357,77 @@ def test_time_axes():
     assert plots.rollouts_over_time([]) is None and plots.combined_distribution([]) is None
 
 
+def test_log_axes_have_plain_number_labels():
+    """A log axis labels its ticks 1, 10, 100, 1,000 (mathtext is off, so matplotlib's default
+    ``$\\mathdefault{10^{2}}$`` would print as that raw text)."""
+    from agent_rl_plugin.report import plots
+    from agent_rl_plugin.report.svg import plain_number
+
+    tools = [{"tool_name": "lookup", "calls": 8, "errors": 1, "error_rate": 0.125}]
+    svg = plots.tool_calls(tools, {"lookup": [0.5 * 3**i for i in range(8)]}).svg
+    assert "mathdefault" not in svg and "$" not in svg
+    for label in (">1<", ">10<", ">100<", ">1,000<"):
+        assert label in svg, label
+    assert [plain_number(v) for v in (1, 20, 1000, 0.05, 2e-5, 3e6, -5, 999999.9999)] == [
+        "1",
+        "20",
+        "1,000",
+        "0.05",
+        "2e-5",
+        "3e6",
+        "\u22125",
+        "1e6",
+    ]
+
+
+def test_worst_lists_at_most_that_many_lowest_rewards():
+    """``worst`` caps the list: the lowest combined rewards, and unrewarded rollouts (failed ones
+    first, latest first) only fill the places left when fewer have a reward."""
+    from datetime import datetime, timedelta
+
+    from agent_rl_plugin.report.sections import listed
+
+    start = datetime(2026, 1, 5, 8, 0, 0)
+
+    def row(i: int, reward: float | None, status: str = "ok") -> dict:
+        return {
+            "rollout_id": f"r{i:02d}",
+            "reward": reward,
+            "status": status,
+            "start_time": start + timedelta(seconds=i),
+        }
+
+    combined = [row(i, (i * 7) % 30 / 30, "error" if i % 5 == 0 else "ok") for i in range(30)]
+    combined += [row(30, None, "error"), row(31, None)]
+    chosen = listed(combined, 20)
+    lowest = sorted((r for r in combined if r["reward"] is not None), key=lambda r: r["reward"])[:20]
+    assert [r["rollout_id"] for r, _ in chosen] == [r["rollout_id"] for r in lowest]
+    assert [why for _, why in chosen][:2] == ["lowest reward #1", "lowest reward #2"]
+    few = [row(1, 0.5), row(2, 0.1), row(3, None), row(4, None, "error"), row(5, None, "error"), row(6, None)]
+    assert [(r["rollout_id"], why) for r, why in listed(few, 4)] == [
+        ("r02", "lowest reward #1"),
+        ("r01", "lowest reward #2"),
+        ("r05", "error, no reward"),
+        ("r04", "error, no reward"),
+    ]
+    assert len(listed(few, 10)) == 6 and listed(few, 0) == []
+
+
 def test_plots_escape_untrusted_labels():
     from agent_rl_plugin.report import plots
 
-    groups = [{"group_id": f"${i}^2$ {SCRIPT}", "rewards": [0.1, 0.5], "min": 0.1, "max": 0.5, "mean": 0.3,
-               "spread": 0.4, "rollouts": 2} for i in range(3)]
+    groups = [
+        {
+            "group_id": f"${i}^2$ {SCRIPT}",
+            "rewards": [0.1, 0.5],
+            "min": 0.1,
+            "max": 0.5,
+            "mean": 0.3,
+            "spread": 0.4,
+            "rollouts": 2,
+        }
+        for i in range(3)
+    ]
     svg = plots.group_spread(groups).svg
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert "<script" not in svg and "<!--" not in svg
@@ -434,8 +559,12 @@ def test_demo_database(tmp_path):
     """``agent-rl demo`` then ``agent-rl report`` as a user would run them (about 60 s)."""
     db = tmp_path / "demo.duckdb"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "agent_rl_plugin", "demo", "--tour", "--db", str(db), "--json"], check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "agent_rl_plugin", "demo", "--tour", "--db", str(db), "--json"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     summary = build_report(str(db), tmp_path / "demo.html")
     assert summary.counts["training_runs"] == 3 and summary.counts["rollouts"] == 16
     assert {"plot-training-0", "plot-training-1", "plot-training-2"} <= set(summary.plots)

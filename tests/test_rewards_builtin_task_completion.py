@@ -1,4 +1,4 @@
-"""task_completion: exact / normalised / numeric / contains / auto against the ground truth."""
+"""task_completion: normalized (default) / exact / equal / contains / numeric against the ground truth."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ def test_exact():
     assert run("paris", "Paris", mode="exact") == 0.0
 
 
-def test_normalised_ignores_case_punctuation_articles_and_spaces():
+def test_equal_ignores_case_punctuation_articles_and_spaces_only():
     assert normalise("  The  Eiffel Tower! ") == "eiffel tower"
-    assert run("the eiffel   tower.", "Eiffel Tower", mode="normalised") == 1.0
-    assert run("the eiffel tower in Paris", "Eiffel Tower", mode="normalised") == 0.0
+    assert run("the eiffel   tower.", "Eiffel Tower", mode="equal") == 1.0
+    assert run("the eiffel tower in Paris", "Eiffel Tower", mode="equal") == 0.0
+    assert run("the eiffel tower in Paris", "Eiffel Tower", mode="normalised") == 1.0  # old spelling: normalized
 
 
 @pytest.mark.parametrize(
@@ -32,7 +33,8 @@ def test_normalised_ignores_case_punctuation_articles_and_spaces():
         ("About 50% of them.", 0.5, 1.0),
         ("About 50% of them.", 50, 1.0),
         ("First 3, then 7, so the answer is 10", "10", 1.0),
-        ("The answer is 10, not 3", "10", 0.0),  # the LAST number counts
+        ("The answer is 10, not 3", "10", 1.0),  # the number after the last answer marker counts
+        ("I got 10, then rechecked: 3", "10", 0.0),  # no marker: the LAST number counts
         ("It is -$3", -3, 1.0),
         ("no numbers here", 5, 0.0),
         ("1.0000001", 1, 1.0),
@@ -53,10 +55,10 @@ def test_contains_matches_whole_words():
     assert run("Parisian food", "paris", mode="contains") == 0.0
 
 
-def test_auto_picks_numeric_for_numbers_and_normalised_otherwise():
-    assert run("So it is $1,000.", "1000", mode="auto") == 1.0
+def test_default_compares_numbers_as_numbers_and_texts_normalised():
+    assert run("So it is $1,000.", "1000", mode="auto") == 1.0  # old spelling of the default
     result = TaskCompletion().score(Rollout(rollout_id="r", final_output="the Moon", ground_truth="moon"))
-    assert result.score == 1.0 and result.metrics["mode"] == "normalised"
+    assert result.score == 1.0 and result.metrics["mode"] == "normalized" and result.metrics["rule"] == "equal"
 
 
 def test_list_of_acceptable_answers_and_dict_ground_truth():

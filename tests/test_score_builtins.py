@@ -14,8 +14,11 @@ def test_plugins_lists_every_builtin_reward(plugin_manager):
     assert result.exit_code == 0, result.output
     listing = json.loads(result.stdout)
     builtin = {r["name"] for r in listing["rewards"] if r["plugin"] == "rewards_builtin"}
-    # format_compliance needs a pattern or schema, so it is registered only when configured
-    assert builtin == set(BUILTIN_REWARDS) - {"format_compliance"}
+    # format_compliance needs a pattern or schema, so it is registered only when configured;
+    # llm_judge without a judge is its keyword heuristic, listed under its own name and source
+    assert builtin == set(BUILTIN_REWARDS) - {"format_compliance", "llm_judge"} | {"llm_judge_heuristic"}
+    heuristic = next(r for r in listing["rewards"] if r["name"] == "llm_judge_heuristic")
+    assert heuristic["source"] == "heuristic" and heuristic["weight"] == 0.0
 
 
 def test_builtins_score_the_demo_and_agree_with_the_agents_own_reward(db_path, plugin_manager):
@@ -69,7 +72,9 @@ def test_learned_reward_runs_when_named_and_explains_missing_labels(db_path, plu
 def test_format_compliance_is_registered_when_configured(db_path, plugin_manager, tmp_path):
     record_demo()
     config = tmp_path / "rewards.toml"
-    config.write_text('[rewards.format_compliance]\npattern = "The total is [0-9]+\\\\.[0-9]{2}\\\\."\nmatch = "search"\n')
+    config.write_text(
+        '[rewards.format_compliance]\npattern = "The total is [0-9]+\\\\.[0-9]{2}\\\\."\nmatch = "search"\n'
+    )
     result = agent_rl("score", "--db", str(db_path), "--plugin", "format_compliance", "--config", str(config), "--json")
     assert result.exit_code == 0, result.output
     values = {r["value"] for r in rows(db_path, "select value from rewards where name = 'format_compliance'")}

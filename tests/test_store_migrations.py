@@ -34,6 +34,7 @@ FROZEN = {
     "0008_segment_ledger": "0f46fb89025fdb96",
     "0009_episode_rewards": "3bcd3ebf9637caf1",
     "0010_loop_rounds": "a3ed2aeb1ae4053a",
+    "0011_reward_weights": "0c8b78ecc0c26861",
 }
 
 
@@ -97,7 +98,9 @@ def test_database_made_by_first_n_migrations_upgrades(tmp_path: Path, n: int):
 
 def test_failing_migration_is_rolled_back_and_earlier_ones_stay():
     connection = duckdb.connect()
-    broken = Migration("9999_broken", "fails halfway", "CREATE TABLE half_done (a INTEGER); SELECT * FROM missing_table")
+    broken = Migration(
+        "9999_broken", "fails halfway", "CREATE TABLE half_done (a INTEGER); SELECT * FROM missing_table"
+    )
     with pytest.raises(duckdb.Error):
         migrate(connection, [*MIGRATIONS[:1], broken])
     assert applied_migrations(connection) == [MIGRATIONS[0].name]

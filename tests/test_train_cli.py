@@ -74,12 +74,17 @@ def test_train_kto_from_a_dataset_file(scored, tiny, tmp_path, capsys):
     code, _, err = agent_rl(capsys, "dataset", "build", "kto", "--db", str(path), "--label", "group", "--out", str(file))
     assert code == 0, err
     code, out, err = agent_rl(
-        capsys, "train", "kto", "--model", tiny, "--dataset", str(file), "--max-steps", "1", "--batch-size", "2",
-        "--out", str(tmp_path / "run"), "--json",
+        capsys, "train", "kto", "--model", tiny, "--dataset", str(file), "--db", str(path), "--max-steps", "1",
+        "--batch-size", "2", "--out", str(tmp_path / "run"), "--json",
     )
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["run_id"] is None and summary["steps"] == 1
+    assert summary["steps"] == 1
+    # a dataset run is recorded too, in --db (issue 18), with the file as its selection
+    con = duckdb.connect(str(path), read_only=True)
+    recorded = con.execute("select run_id, dataset_sql from training_runs").fetchall()
+    con.close()
+    assert recorded == [(summary["run_id"], f"file:{file}")]
 
 
 def test_train_kto_errors(scored, tiny, tmp_path, capsys):

@@ -100,8 +100,11 @@ def test_resume_from_a_checkpoint(tiny, tmp_path):
                          progress=False)
     assert resumed.resumed_from.endswith("checkpoint-4")
     assert resumed.global_step == 6 and resumed.extra["reward_steps"][-2:] == [5, 6]
-    with pytest.raises(TrainConfigError, match="no checkpoint-N directory"):
-        train_grpo(_config(tiny, tmp_path / "fresh", resume_from_checkpoint=True), _prompts(), funcs)
+    # resume latest with no checkpoint yet (a first run) starts fresh, with a warning
+    with pytest.warns(UserWarning, match="starts fresh"):
+        fresh = train_grpo(_config(tiny, tmp_path / "fresh", max_steps=1, resume_from_checkpoint=True), _prompts(),
+                           funcs, progress=False)
+    assert fresh.resumed_from is None and fresh.global_step == 1
 
 
 def test_a_failing_plugin_and_builtin_plugins_do_not_stop_training(tiny, tmp_path, plugin_manager):

@@ -29,7 +29,7 @@ FLAGS_BEFORE = {
     "kto": "--model -m --config -c --db --where -w --sql --dataset --out -o --epochs --max-steps --lr --batch-size "
            "--lora-r --save-steps --resume --beta --label --threshold --quantile --per-group --top-k --bottom-k "
            "--reward -r --json",
-    "grpo": "--model -m --config -c --db --offline --level --where -w --sql --tasks --dataset --reward -r --out -o "
+    "grpo": "--model -m --config -c --db --offline --level --where -w --sql --from-tasks --dataset --reward -r --out -o "
             "--epochs --max-steps --lr --batch-size --lora-r --save-steps --resume --beta --epsilon --num-generations "
             "--max-completion-length --temperature --from-table --advantages-run --json",
     "gigpo": "--model -m --config -c --db --where -w --sql --dataset --reward -r --out -o --epochs --max-steps --lr "
@@ -41,7 +41,7 @@ COMMAND_METHODS = {"kto": ("kto",), "grpo": ("grpo", "offline_grpo"), "gigpo": (
 def help_flags(command: str) -> set[str]:
     result = CliRunner().invoke(build_app(), ["train", command, "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    return set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", result.output))
+    return set(re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", result.output))
 
 
 def test_the_docs_table_is_the_generated_one():

@@ -1,6 +1,7 @@
 """KTO checkpoints and resuming: a run saving every 2 steps leaves checkpoint-2 and checkpoint-4;
-``resume_from_checkpoint=True`` continues from the latest to a larger ``max_steps``; a bad
-checkpoint path is a TrainConfigError; ``latest_checkpoint`` picks the largest N.
+``resume_from_checkpoint=True`` continues from the latest to a larger ``max_steps`` (with none
+yet, a first run, it starts fresh with a warning); a bad checkpoint path is a TrainConfigError;
+``latest_checkpoint`` picks the largest N.
 
 Resuming must really restore the checkpoint, not just retrain from the same seed (which would
 reproduce the same numbers): the checkpoint's adapter weights are overwritten with values no
@@ -173,9 +174,15 @@ def test_bad_checkpoint_paths_are_config_errors(tiny, dataset, tmp_path):
     not_a_checkpoint.mkdir()
     with pytest.raises(TrainConfigError, match="trainer_state.json"):
         train_kto(config(tiny, out, max_steps=1, resume_from_checkpoint=str(not_a_checkpoint)), dataset, progress=False)
-    with pytest.raises(TrainConfigError, match="no checkpoint-N directory"):
-        train_kto(config(tiny, tmp_path / "fresh", max_steps=1, resume_from_checkpoint=True), dataset, progress=False)
-    assert not (out / "adapter").exists() and not (tmp_path / "fresh" / "adapter").exists()
+    assert not (out / "adapter").exists()
+
+
+def test_resume_latest_with_no_checkpoint_yet_starts_fresh_with_a_note(tiny, dataset, tmp_path):
+    fresh = config(tiny, tmp_path / "fresh", max_steps=1, resume_from_checkpoint=True)
+    with pytest.warns(UserWarning, match="no checkpoint under .* starts fresh"):
+        result = train_kto(fresh, dataset, progress=False)
+    assert result.resumed_from is None and result.global_step == 1
+    assert (tmp_path / "fresh" / "adapter").is_dir()
 
 
 def test_latest_checkpoint_picks_the_largest_number(tmp_path):

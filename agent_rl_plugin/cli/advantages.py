@@ -25,7 +25,17 @@ from agent_rl_plugin.advantages.failed import (
     check_failed_rollouts,
     describe_failed,
 )
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, print_json, print_rows
+from agent_rl_plugin.cli.common import (
+    TABLE,
+    DbOption,
+    JsonOption,
+    Output,
+    UserError,
+    console,
+    db_path,
+    output_options,
+    print_json,
+)
 from agent_rl_plugin.cli.score import fail_plain, say
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -42,7 +52,8 @@ def failed_rollouts_option(value: str) -> str:
 
 
 def parse_weights(items: list[str] | None) -> dict[str, float]:
-    """``["name=0.5", ...]`` as ``{"name": 0.5}``; ``ValueError`` names a malformed item."""
+    """``["name=0.5", ...]`` as ``{"name": 0.5}`` (the hidden ``--weight`` alias); ``ValueError``
+    names a malformed item."""
     weights: dict[str, float] = {}
     for item in items or []:
         name, sep, text = item.partition("=")
@@ -55,6 +66,36 @@ def parse_weights(items: list[str] | None) -> dict[str, float]:
     return weights
 
 
+def parse_reward_options(
+    rewards: list[str] | None, weights: list[str] | None
+) -> tuple[list[str] | None, dict[str, float]]:
+    """``--reward NAME[=W]`` items (and the hidden ``--weight NAME=W`` alias) as ``(names, weights)``:
+    the reward names to use (``None``: every reward present) and the weights given explicitly
+    (others weigh 1). ``UserError`` names a malformed item."""
+    names: list[str] = []
+    explicit: dict[str, float] = {}
+    for item in rewards or []:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not name:
+            raise UserError(
+                f"bad --reward {item!r}", "use --reward NAME or --reward NAME=WEIGHT, e.g. task_completion=2"
+            )
+        if sep:
+            try:
+                explicit[name] = float(text)
+            except ValueError:
+                raise UserError(
+                    f"bad weight in --reward {item!r}", "use --reward NAME=WEIGHT, e.g. task_completion=2"
+                ) from None
+        names.append(name)
+    try:
+        extra = parse_weights(weights)
+    except ValueError as exc:
+        raise UserError(str(exc), "use --reward NAME=WEIGHT, e.g. task_completion=2") from None
+    return (list(dict.fromkeys(names)) or None), {**extra, **explicit}
+
+
 def _notes(run: Any) -> list[str]:
     """Plain-text lines about what was left out, defaulted or zero."""
     s, r = run.summary, run.report
@@ -65,6 +106,11 @@ def _notes(run: Any) -> list[str]:
     if s.get("singleton_groups"):
         rule = "A_E = R, A_S from step groups" if run.method == "gigpo" else "advantage 0"
         lines.append(f"{s['singleton_groups']} group(s) of one rollout ({rule}).")
+        if s["singleton_groups"] == s.get("groups"):
+            lines.append(
+                "Every group has one rollout, so no rollout is compared with another: record several rollouts "
+                "per task under one group_id (agent-rl rollouts run --group-size 4, or arl.rollout(group_id=...))."
+            )
     if s.get("all_equal_groups"):
         lines.append(f"{s['all_equal_groups']} group(s) whose rewards are all equal (episode advantage 0).")
     unscored = r.get("unscored", {})
@@ -130,13 +176,17 @@ def _print_summary(run: Any) -> None:
 
 @app.command("compute")
 def compute(
-    method: str = typer.Option(..., "--method", "-m", help="grpo, rloo, dr_grpo or gigpo."),
+    method: str = typer.Option(..., "--method", help="grpo, rloo, dr_grpo or gigpo."),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view."),
     reward: Optional[list[str]] = typer.Option(
-        None, "--reward", "-r", help="Reward name to use; repeat for several. Default: every reward present."
+        None,
+        "--reward",
+        "-r",
+        metavar="NAME[=W]",
+        help="Reward to use, with its weight (default 1); repeat for several. Default: every reward present, weight 1.",
     ),
     weight: Optional[list[str]] = typer.Option(
-        None, "--weight", help="NAME=W weight of a reward (default 1); repeatable."
+        None, "--weight", hidden=True, help="Old spelling of --reward NAME=W (sets a weight only)."
     ),
     scale: str = typer.Option("group", "--scale", help="grpo: divide by the group std, the batch std, or none."),
     omega: float = typer.Option(1.0, "--omega", help="gigpo: weight of the step advantage."),
@@ -170,22 +220,28 @@ def compute(
     from agent_rl_plugin.store.errors import StoreError
 
     path = db_path(db)
+    try:
+        reward_names, weights = parse_reward_options(reward, weight)
+    except UserError as exc:
+        fail_plain(str(exc), exc.hint)
     if where:
-        from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
+        from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
 
         try:  # spliced into the selection on a reader connection: this check is its wall
             check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
         except UserSqlError as exc:
-            raise UserError(
-                f"bad --where: {exc}", "--where is a condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
+            raise UserError(  # a refused read (files, URLs) carries its own fix
+                f"bad --where: {exc}",
+                (isinstance(exc, SqlRefused) and exc.hint)
+                or "--where is a condition over the rollouts view, e.g. \"task_id = 'shop-0'\"",
             ) from None
     try:
         run = compute_advantages(
             path,
             method.lower(),
             where=where,
-            reward_names=reward,
-            weights=parse_weights(weight),
+            reward_names=reward_names,
+            weights=weights,
             scale=scale,
             omega=omega,
             gamma=gamma,
@@ -231,19 +287,20 @@ FROM ("""
 
 
 @app.command("runs")
-def runs(db: str = DbOption, json_output: bool = JsonOption) -> None:
+@output_options()
+def runs(db: str = DbOption, output: Output = TABLE) -> None:
     """List the stored advantage runs, newest first."""
     from agent_rl_plugin.cli.query import run_query
     from agent_rl_plugin.store.errors import StoreError
 
     try:
-        columns, rows = run_query(db_path(db), RUNS_SQL if json_output else RUNS_TABLE_SQL)
+        columns, rows = run_query(db_path(db), RUNS_TABLE_SQL if output.format == "table" else RUNS_SQL)
     except UserError as exc:
         fail_plain(str(exc), exc.hint)
     except StoreError as exc:
         message, _, hint = str(exc).partition(" Fix: ")
         fail_plain(message, hint or None)
-    print_rows(columns, rows, "json" if json_output else "table")
+    output.rows(columns, rows)
 
 
 @hookimpl

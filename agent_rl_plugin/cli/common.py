@@ -1,21 +1,35 @@
-"""Helpers shared by the command modules: the ``--db`` option, output formats, errors."""
+"""Helpers shared by the command modules: the ``--db`` option, output formats, errors.
+
+Listing commands print through :func:`print_rows` and take their output options from
+:func:`output_options` (``-f/--format table|json|csv``, ``--json``, ``--csv``, ``--wide``),
+so every listing reads the same way: a table that fits the terminal by default
+(:mod:`agent_rl_plugin.cli.table_layout`), full values with ``--wide``, and JSON or CSV with
+every value in full for scripts.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import inspect
 import io
 import json
+import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable, Iterator, NoReturn, Sequence
+from enum import Enum
+from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agent_rl_plugin.config import resolve_db_path
 from agent_rl_plugin.errors import AgentRLError
@@ -118,24 +132,246 @@ def cell(value: Any, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def terminal_width() -> int:
+    """The width tables fit into: ``$COLUMNS`` when set to a positive number (read at each call,
+    so a test or a wrapper can set it), else the terminal's width, else 80 (output not a
+    terminal, or a width of 0 such as rich reads from ``COLUMNS=0``)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    width = console.size.width
+    return width if width > 0 else 80
+
+
+def _sized_console(width: int) -> Console:
+    """A console like :data:`console` (same colours, same stdout) that is ``width`` cells wide."""
+    return Console(
+        width=width,
+        force_terminal=console.is_terminal,
+        color_system=console.color_system,  # type: ignore[arg-type]  # the detected name, or None
+        no_color=console.no_color,
+        highlight=False,
+    )
+
+
 def print_rows(
-    columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table", title: str | None = None
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: str = "table",
+    title: str | None = None,
+    *,
+    wide: bool = False,
+    formats: Sequence[str] | None = None,
 ) -> None:
-    """Print a result set as a rich table, JSON (list of objects) or CSV."""
+    """Print a result set as a table, JSON (a list of objects) or CSV.
+
+    ``table`` fits :func:`terminal_width`: one line per row, long values cut with an ellipsis,
+    ids shortened to a unique prefix, floats to 4 significant digits, timestamps to the second;
+    trailing columns that do not fit are left out and named in a dim note after the row count
+    (:func:`~agent_rl_plugin.cli.table_layout.layout_table`). ``wide=True`` prints every column
+    with full values and does not fit the terminal. JSON and CSV always carry every value in
+    full (ids, digits, timestamps). ``formats``: the formats the command offers; the note then
+    says how to see the hidden columns (``--wide`` and ``--json``/``--csv`` as offered), and only
+    names them when ``None`` (a command without the shared output options)."""
     if fmt == "json":
         print_json(rows_as_dicts(columns, rows))
     elif fmt == "csv":
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
+        writer = csv.writer(buffer, lineterminator="\n")  # "\n" so `$(... | tail -n 1)` gives a clean value
         writer.writerow(columns)
         for row in rows:
             writer.writerow(["" if v is None else jsonable(v) for v in row])
         sys.stdout.write(buffer.getvalue())
     else:
-        table = Table(title=title, show_lines=False, header_style="bold")
-        for name in columns:
-            table.add_column(name, overflow="fold")
-        for row in rows:
-            table.add_row(*(cell(v) for v in row))
-        console.print(table)
-        console.print(f"[dim]{len(rows)} row{'s' if len(rows) != 1 else ''}[/]")
+        _print_table(columns, rows, title, wide, formats)
+
+
+def _print_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None, wide: bool, formats: Sequence[str] | None
+) -> None:
+    from agent_rl_plugin.cli.table_layout import layout_table
+
+    width = terminal_width()
+    layout = layout_table(columns, rows, None if wide else width, wide=wide)
+    table = Table(title=title, box=box.MINIMAL_HEAVY_HEAD, show_edge=False, header_style="bold", title_style="bold")
+    for name, column_width, numeric in zip(layout.columns, layout.widths, layout.numeric):
+        table.add_column(
+            Text(name),
+            width=column_width,
+            min_width=column_width,
+            max_width=column_width,
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if numeric else "left",
+        )
+    for texts in layout.cells:
+        table.add_row(*(Text(t) for t in texts))
+    out = _sized_console(max(layout.total_width, width if not wide else 1))
+    if layout.columns:
+        out.print(table)
+    notes = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+    if layout.hidden:
+        count = len(layout.hidden)
+        notes += f"; {count} more column{'s' if count != 1 else ''}: {', '.join(layout.hidden)}"
+        if formats is not None:
+            ways = ["--wide"] + [f"--{f}" for f in formats if f != "table"]
+            notes += " (use " + (", ".join(ways[:-1]) + " or " + ways[-1] if len(ways) > 1 else ways[0]) + ")"
+    _sized_console(width).print(Text(notes, style="dim"))
+
+
+class OutputFormat(str, Enum):
+    """The ``-f/--format`` choices of a listing command."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+ALL_FORMATS: tuple[str, ...] = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Output:
+    """How a listing command prints, as chosen by :func:`output_options`: ``format`` is
+    ``"table"``, ``"json"`` or ``"csv"``; ``wide`` asks tables for every column in full;
+    ``formats`` are those the command offers (the table's "more columns" note names them)."""
+
+    format: str = "table"
+    wide: bool = False
+    formats: tuple[str, ...] = ("table", "json", "csv")
+
+    @property
+    def json(self) -> bool:
+        """Whether the command should print JSON."""
+        return self.format == "json"
+
+    def rows(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+        """:func:`print_rows` in this format."""
+        print_rows(columns, rows, self.format, title=title, wide=self.wide, formats=self.formats)
+
+
+#: The default of a command's ``output`` parameter (the decorator replaces it).
+TABLE = Output()
+
+_OUTPUT_PARAMS = ("output_format", "output_json", "output_csv", "output_wide")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def resolve_output(
+    fmt: str | Enum = "table",
+    json_output: bool = False,
+    csv_output: bool = False,
+    wide: bool = False,
+    formats: Sequence[str] = ALL_FORMATS,
+) -> Output:
+    """The :class:`Output` that ``-f/--format``, ``--json``, ``--csv`` and ``--wide`` ask for.
+
+    ``--json``/``--csv`` win over the ``table`` default; asking for two different formats, or
+    for one the command does not print (not in ``formats``), raises :class:`UserError`."""
+    named = fmt.value if isinstance(fmt, Enum) else str(fmt)
+    shortcuts = [name for flag, name in ((json_output, "json"), (csv_output, "csv")) if flag]
+    asked = set(shortcuts) | ({named} if named != "table" else set())
+    if len(asked) > 1:
+        flags = " and ".join(sorted(f"--{a}" if a in shortcuts else f"--format {a}" for a in asked))
+        raise UserError(f"{flags} ask for different outputs", "pass one of --format table|json|csv, --json, --csv")
+    chosen = asked.pop() if asked else "table"
+    if chosen not in formats:
+        raise UserError(
+            f"this command prints {' or '.join(formats)}, not {chosen}",
+            f"pass --format {formats[0]}" + (f" or --{formats[1]}" if len(formats) > 1 else ""),
+        )
+    return Output(chosen, wide, tuple(formats))
+
+
+def output_options(*formats: str) -> Callable[[F], F]:
+    """Give a typer command the shared output options and hand it the choice as ``output``.
+
+    The decorated function declares ``output: Output = TABLE``; the decorator replaces that
+    parameter with ``-f/--format`` (the ``formats``, default table, json and csv), ``--json``,
+    ``--csv`` (when csv is among them) and ``--wide`` (help panel "Output"), and calls the
+    function with the resolved :class:`Output` (:func:`resolve_output`). Put it under
+    ``@app.command(...)``::
+
+        @app.command("list")
+        @output_options()
+        def list_things(db: str = DbOption, output: Output = TABLE) -> None:
+            output.rows(columns, rows, title="things")
+
+    Called from Python, the function takes ``output=Output(...)`` (or the option names above,
+    or the old ``json_output=True``); with none of them it prints a table."""
+    allowed = tuple(formats) or ALL_FORMATS
+    if not set(allowed) <= set(ALL_FORMATS) or "table" not in allowed:
+        raise ValueError(f"output formats must include table and come from {ALL_FORMATS}, got {allowed}")
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func)
+        if "output" not in signature.parameters:
+            raise TypeError(f"{func.__name__} needs an `output: Output = TABLE` parameter for @output_options")
+        panel = "Output"
+        choices = OutputFormat if allowed == ALL_FORMATS else Enum("OutputFormat", {f: f for f in allowed}, type=str)
+        added = [
+            inspect.Parameter(
+                "output_format",
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=choices,
+                default=typer.Option(
+                    "table",
+                    "--format",
+                    "-f",
+                    help="table (fits the terminal), " + " or ".join(f for f in allowed if f != "table") + ".",
+                    rich_help_panel=panel,
+                ),
+            ),
+            inspect.Parameter(
+                "output_json",
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=bool,
+                default=typer.Option(False, "--json", help="Same as --format json.", rich_help_panel=panel),
+            ),
+        ]
+        if "csv" in allowed:
+            added.append(
+                inspect.Parameter(
+                    "output_csv",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=bool,
+                    default=typer.Option(False, "--csv", help="Same as --format csv.", rich_help_panel=panel),
+                )
+            )
+        added.append(
+            inspect.Parameter(
+                "output_wide",
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=bool,
+                default=typer.Option(
+                    False,
+                    "--wide",
+                    help="Tables: every column and full values (ids, digits), not fitted to the terminal.",
+                    rich_help_panel=panel,
+                ),
+            )
+        )
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            chosen = {name: kwargs.pop(name) for name in _OUTPUT_PARAMS if name in kwargs}
+            if "json_output" in kwargs and "json_output" not in signature.parameters:  # the old keyword
+                chosen["output_json"] = kwargs.pop("json_output") is True
+            if "output" not in kwargs:
+                kwargs["output"] = resolve_output(
+                    chosen.get("output_format", "table"),
+                    bool(chosen.get("output_json")),
+                    bool(chosen.get("output_csv")),
+                    bool(chosen.get("output_wide")),
+                    allowed,
+                )
+            return func(*args, **kwargs)
+
+        kept = [p for p in signature.parameters.values() if p.name != "output"]
+        wrapper.__signature__ = signature.replace(parameters=kept + added)  # type: ignore[attr-defined]
+        annotations = {k: v for k, v in getattr(func, "__annotations__", {}).items() if k != "output"}
+        annotations.update({p.name: p.annotation for p in added})
+        wrapper.__annotations__ = annotations
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -41,11 +41,14 @@ class Format(str, Enum):
     text = "text"
 
 
-def parse_rewards(values: list[str] | None) -> dict[str, float] | None:
-    """``["a", "b=2"]`` -> ``{"a": 1.0, "b": 2.0}``; ``None`` when no names are given."""
+def parse_rewards(values: list[str] | None, db: str | None = None) -> dict[str, float] | None:
+    """``["a", "b=2"]`` -> ``{"a": w_a, "b": 2.0}``; ``None`` when no names are given. A name
+    given without a weight gets the weight recorded for it in the store ``db`` (the weight
+    ``rollouts.total_reward`` applies, as ``advantages compute -r NAME`` does), else 1.0."""
     if not values:
         return None
     weights: dict[str, float] = {}
+    bare: list[str] = []
     for value in values:
         name, sep, weight = value.partition("=")
         name = name.strip()
@@ -55,7 +58,28 @@ def parse_rewards(values: list[str] | None) -> dict[str, float] | None:
             weights[name] = float(weight) if sep else 1.0
         except ValueError:
             raise UserError(f"bad weight in --reward {value!r}", "use --reward NAME=WEIGHT, e.g. correct=2") from None
+        if not sep:
+            bare.append(name)
+    if bare and db:
+        recorded = _recorded_weights(db)
+        weights.update({name: recorded[name] for name in bare if name in recorded})
     return weights
+
+
+def _recorded_weights(db: str) -> dict[str, float]:
+    """The weights ``reward_weights`` of the store at ``db`` records ({} when there is no store)."""
+    import os
+
+    if not os.path.exists(db):
+        return {}
+    from agent_rl_plugin.rewards.weights import stored_weights
+    from agent_rl_plugin.store import open_reader
+
+    reader = open_reader(db)
+    try:
+        return stored_weights(reader)
+    finally:
+        reader.close()
 
 
 def say(text: str) -> None:
@@ -101,6 +125,7 @@ def build_command(
         None,
         "--reward",
         "-r",
+        metavar="NAME[=W]",
         help="Reward NAME or NAME=WEIGHT to combine; repeat. Default: every episode reward, weight 1.",
     ),
     label: LabelMethod = typer.Option(LabelMethod.threshold, "--label", help="KTO label rule."),
@@ -114,15 +139,23 @@ def build_command(
         "group", "--scale", help="grpo: advantage scaling, group, batch or none (TRL's scale_rewards)."
     ),
     from_table: bool = typer.Option(False, "--from-table", help="steps: read advantages from the advantages table."),
-    run_id: Optional[str] = typer.Option(
-        None, "--run-id", help="steps: advantages of this run (implies --from-table)."
+    advantages_run: Optional[str] = typer.Option(
+        None,
+        "--advantages-run",
+        metavar="ID",
+        help="steps: advantages of this stored run (implies --from-table; list: agent-rl advantages runs).",
     ),
+    run_id: Optional[str] = typer.Option(None, "--run-id", hidden=True, help="Old spelling of --advantages-run."),
     omega: float = typer.Option(1.0, "--omega", help="steps: weight of the step advantage."),
     gamma: float = typer.Option(0.95, "--gamma", help="steps: discount of step rewards."),
     mode: str = typer.Option("mean_norm", "--mode", help="steps: mean_norm or mean_std_norm."),
-    fmt: Format = typer.Option(Format.conversational, "--format", "-f", help="Message lists, or rendered text."),
+    fmt: Format = typer.Option(
+        Format.conversational,
+        "--style",
+        help="Rows as message lists (conversational), or rendered with the chat template (text).",
+    ),
     tokenizer: Optional[str] = typer.Option(
-        None, "--tokenizer", help="Tokenizer path: its chat template renders --format text, and it counts tokens."
+        None, "--tokenizer", help="Tokenizer path: its chat template renders --style text, and it counts tokens."
     ),
     no_extra: bool = typer.Option(
         False, "--no-extra-columns", help="Only the format's own columns (no rollout ids, rewards)."
@@ -145,7 +178,10 @@ def build_command(
     try:
         if where and sql:
             raise UserError("give --where or --sql, not both")
-        weights = parse_rewards(reward)
+        if advantages_run and run_id and advantages_run != run_id:
+            raise UserError("give --advantages-run once (--run-id is its old spelling)")
+        run_id = advantages_run or run_id
+        weights = parse_rewards(reward, path)
         out_format = output_format(out)
         rule = LabelRule(
             method=label.value,

@@ -6,7 +6,16 @@ import os
 
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, JsonOption, console, db_path, print_json, print_rows
+from agent_rl_plugin.cli.common import (
+    TABLE,
+    DbOption,
+    JsonOption,
+    Output,
+    console,
+    db_path,
+    output_options,
+    print_json,
+)
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -31,17 +40,18 @@ def database_info(path: str) -> dict:
 
 
 @app.command("info")
-def info(db: str = DbOption, json_output: bool = JsonOption) -> None:
+@output_options("table", "json")
+def info(db: str = DbOption, output: Output = TABLE) -> None:
     """The database's path, size, applied migrations and row counts."""
     data = database_info(db_path(db))
-    if json_output:
+    if output.json:
         print_json(data)
         return
     console.print(f"[bold]database[/] {data['path']} ({data['size_bytes'] / 1024:.0f} KiB)")
     console.print(
         f"[bold]migrations[/] {len(data['migrations'])} applied, latest {data['migrations'][-1]['name'] if data['migrations'] else '-'}"
     )
-    print_rows(["table or view", "rows"], list(data["row_counts"].items()), "table")
+    output.rows(["table or view", "rows"], list(data["row_counts"].items()))
 
 
 @app.command("migrate")

@@ -13,6 +13,9 @@ labelled by task_completion, offline GRPO on the logged groups, offline GiGPO on
 steps; :mod:`agent_rl_plugin.demo.training`), each recorded in ``training_runs`` /
 ``training_metrics``. It prints what landed (counts, the groups, the rewards, one rollout as a
 tree), the training runs, and three SQL queries to try next.
+
+How many tasks the tour runs is ``--task-count`` (``--tasks`` names a task file in the grammar
+of docs/cli.md; the old ``--tasks N`` is still accepted, hidden).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -46,14 +49,17 @@ def demo(
         False, "--tour", help="Instead of the training loop: record, score and train on an example tool-using agent."
     ),
     rounds: int = typer.Option(DEMO_LOOP["rounds"], "--rounds", min=1, help="Training rounds of the loop."),
-    tasks: int = typer.Option(4, "--tasks", min=1, max=6, help="With --tour: how many tasks."),
+    tasks: int = typer.Option(4, "--task-count", min=1, max=6, help="With --tour: how many tasks."),
+    old_tasks: Optional[int] = typer.Option(
+        None, "--tasks", min=1, max=6, hidden=True, help="The old spelling of --task-count."
+    ),
     group_size: int = typer.Option(4, "--group-size", min=1, help="With --tour: rollouts per task (a GRPO group)."),
     seed: int = typer.Option(0, "--seed", help="Seed (the loop's model and sampling; the tour's scripted model)."),
     json_output: bool = JsonOption,
 ) -> None:
     """Watch an agent get better: a tiny local LLM policy trained in closed rounds on a grid (--tour: the recording tour)."""
     if tour:
-        run_tour(db, tasks, group_size, seed, json_output)
+        run_tour(db, old_tasks or tasks, group_size, seed, json_output)
     else:
         run_loop_demo(db, rounds, seed, json_output)
 
@@ -171,7 +177,7 @@ def run_tour(db: str | None, tasks: int, group_size: int, seed: int, json_output
     console.print(f"\n[bold]One rollout[/] (agent-rl traces show {example.rollout_id[:8]}):")
     from agent_rl_plugin.cli.traces import show_trace
 
-    show_trace(example.rollout_id, db=path, json_output=False)
+    show_trace(example.rollout_id, db=path)
     print_training(advantages, training, path)
     console.print("\n[bold]Try next:[/]")
     for sql in NEXT_QUERIES:
@@ -194,13 +200,15 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
     rows = []
 
     def arrow(pair) -> str:
-        return "" if not pair else f"{pair[0]:.2f} -> {pair[1]:.2f}"
+        return "" if not pair else f"{pair[0]:.2f}->{pair[1]:.2f}"
 
+    skipped = []
     for run in training:
         method = run.get("method")
         title = TRAINING_TITLES.get(method, method) if method is not None else None
         if "skipped" in run:
-            rows.append([title, "skipped: " + run["skipped"], "", "", "", ""])
+            rows.append([title, "skipped", "", "", "", ""])
+            skipped.append(f"  {title} skipped: {run['skipped']}")
             continue
         first, final = run.get("first_loss"), run.get("final_loss")
         moved = run.get("moved", {})
@@ -214,9 +222,12 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
                 arrow(moved.get("logp/negative")),
             ]
         )
-    print_rows(["method", "rows", "steps", "loss", "log p, A > 0", "log p, A < 0"], rows, title="training runs")
+    # Narrow enough for an 80-column terminal: no column is cut (a skip reason goes below).
+    print_rows(["method", "rows", "steps", "loss", "log p A>0", "log p A<0"], rows, title="training runs")
+    for line in skipped:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(
-        "  log p: mean log-prob per token of this run's actions with positive / negative advantage, "
+        "  log p A>0, A<0: mean log-prob per token of this run's actions with positive / negative advantage, "
         "base model -> trained adapter (offline GRPO/GiGPO raise the first and lower the second).",
         highlight=False,
     )
@@ -232,7 +243,7 @@ def print_training(advantages: dict, training: list[dict], path: str) -> None:
         console.print("  adapters: " + ", ".join(run["adapter_path"] for run in ran), highlight=False, soft_wrap=True)
 
 
-TRAINING_TITLES = {"kto": "KTO", "offline_grpo": "GRPO (offline, groups)", "gigpo": "GiGPO (offline, steps)"}
+TRAINING_TITLES = {"kto": "KTO", "offline_grpo": "GRPO (groups)", "gigpo": "GiGPO (steps)"}
 
 
 def landed(path: str, ids: str) -> dict:

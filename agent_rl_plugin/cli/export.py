@@ -5,14 +5,16 @@
     agent-rl export --run 3f2a --merge --out exported/merged [--db FILE]         # a recorded run's adapter
     agent-rl export ... --base MODEL --dtype bfloat16 --overwrite --json
 
+``--run`` has no short flag: ``-r`` is ``--reward`` in every command (docs/cli.md).
+
 With ``--merge`` the adapter is merged into its base model (:func:`agent_rl_plugin.train.export.
 merge_adapter`) and the result loads with plain ``AutoModelForCausalLM.from_pretrained``; without
 it the adapter directory is copied without a checkpoint's trainer state. What was written (path,
 size on disk, parameter count) is printed, or given as JSON with ``--json``.
 
 The group takes subcommands too (``agent-rl export parquet ...``, from
-:mod:`agent_rl_plugin.cli.export_parquet`); the options above belong to ``export`` itself. With neither ``--adapter`` nor ``--run`` and no subcommand, the help is
-printed.
+:mod:`agent_rl_plugin.cli.export_parquet`); the options above belong to ``export`` itself. With
+neither ``--adapter`` nor ``--run`` and no subcommand, the help is printed.
 """
 
 from __future__ import annotations
@@ -131,7 +133,10 @@ def export_command(
         None, "--adapter", "-a", help="Adapter directory (<output_dir>/adapter of a run)."
     ),
     run: Optional[str] = typer.Option(
-        None, "--run", "-r", help="A recorded training run id (or its first characters)."
+        None,
+        "--run",
+        metavar="RUN",
+        help="A recorded training run: its id, or the first characters of it (-r is --reward, not this).",
     ),
     db: str = DbOption,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Directory to write (must not exist or be empty)."),

@@ -161,7 +161,7 @@ def show_for_review(path: str, rollout_id: str, position: str) -> None:
         for key, value in facts:
             if value:
                 console.print(f"[bold]{key}:[/] {escape(value)}", highlight=False, soft_wrap=True)
-    show_trace(rollout_id, db=path, json_output=False)
+    show_trace(rollout_id, db=path)
 
 
 def _ask() -> str | None:
@@ -182,7 +182,11 @@ def _ask() -> str | None:
 def label_command(
     db: str = DbOption,
     where: Optional[str] = typer.Option(
-        None, "--where", "-w", help="Only rollouts matching this SQL condition (queue)."
+        None,
+        "--where",
+        "-w",
+        metavar="SQL",
+        help="Review queue: only rollouts matching this SQL condition over the rollouts view.",
     ),
     set_labels: Optional[list[str]] = typer.Option(
         None, "--set", help="ROLLOUT_ID=good|bad|skip, without questions (an id prefix is enough); repeatable."

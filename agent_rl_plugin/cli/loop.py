@@ -1,5 +1,7 @@
 """``agent-rl loop``: run a closed training loop (:func:`agent_rl_plugin.loop.train_loop`) from a
-config file and/or flags, showing held-out success per round; ``--json`` prints the rounds."""
+config file and/or flags, showing held-out success per round; ``--json`` prints the rounds.
+``--run NAME`` names the loop (``--name`` is its old, hidden spelling), ``-o/--out`` its folder
+(``--output-dir``, hidden); the base model loads offline unless ``--allow-download``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from agent_rl_plugin.cli.common import JsonOption, console, err_console, print_json, print_rows
+from agent_rl_plugin.cli.common import JsonOption, UserError, console, err_console, print_json, print_rows
 from agent_rl_plugin.hookspecs import hookimpl
 
 
@@ -67,16 +69,27 @@ def run_with_progress(config: Any, *, quiet: bool) -> Any:
 
 
 def loop(
-    config_file: Optional[str] = typer.Option(None, "--config", help="A YAML or JSON file of loop settings."),
+    config_file: Optional[str] = typer.Option(None, "--config", "-c", help="A YAML or JSON file of loop settings."),
     env: Optional[str] = typer.Option(None, "--env", help="Environment: grid or keydoor."),
     method: Optional[str] = typer.Option(None, "--method", help="Advantages: grpo, rloo, dr_grpo or gigpo."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Training rounds."),
     group_size: Optional[int] = typer.Option(None, "--group-size", min=2, help="Rollouts per training start."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed (model, sampling, training)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Base model directory (default: a tiny one)."),
-    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Where adapters and the database go."),
-    db: Optional[str] = typer.Option(None, "--db", help="DuckDB file (default: OUTPUT_DIR/loop.duckdb)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Loop id; running the same id again resumes it."),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Base model: a local directory or a cached name (default: a tiny one)."
+    ),
+    allow_download: Optional[bool] = typer.Option(
+        None,
+        "--allow-download/--no-allow-download",
+        metavar="",
+        show_default=False,
+        help="Download --model from the Hugging Face hub when it is neither local nor cached (default: offline).",
+    ),
+    output_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Where adapters and the database go."),
+    output_dir_old: Optional[str] = typer.Option(None, "--output-dir", hidden=True),  # the old spelling of --out
+    db: Optional[str] = typer.Option(None, "--db", help="DuckDB file (default: OUT/loop.duckdb)."),
+    name: Optional[str] = typer.Option(None, "--run", help="Loop id; running the same id again resumes it."),
+    name_old: Optional[str] = typer.Option(None, "--name", hidden=True),  # the old spelling of --run
     json_output: bool = JsonOption,
 ) -> None:
     """Train an agent's policy in closed rounds: rollouts -> rewards -> advantages -> LoRA -> reload -> eval."""
@@ -89,15 +102,22 @@ def loop(
         group_size=group_size,
         seed=seed,
         model=model,
-        output_dir=output_dir,
+        allow_download=allow_download,
+        output_dir=output_dir or output_dir_old,
         db=db,
-        name=name,
+        name=name or name_old,
     )
     if config_file:
         config = load_loop_config(config_file, **flags)
     else:
         config = LoopConfig(**{k: v for k, v in flags.items() if v is not None})
-    result = run_with_progress(config, quiet=json_output)
+    from agent_rl_plugin.policy import PolicyError
+    from agent_rl_plugin.train.loading import cli_hint
+
+    try:
+        result = run_with_progress(config, quiet=json_output)
+    except PolicyError as exc:  # the base model did not load: the fix in flag words
+        raise UserError(str(exc), cli_hint(exc.hint)) from None
     if json_output:
         print_json(result.to_dict())
         return

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from agent_rl_plugin import plugins as plugin_registry
-from agent_rl_plugin.cli.common import JsonOption, console, print_json, print_rows
+from agent_rl_plugin.cli.common import TABLE, Output, console, output_options, print_json
 from agent_rl_plugin.cli.main import COMMAND_PLUGINS
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -53,11 +53,12 @@ def list_plugins(rewards: list[dict[str, Any]] | None = None) -> list[dict]:
     return entries
 
 
-def plugins(json_output: bool = JsonOption) -> None:
+@output_options("table", "json")
+def plugins(output: Output = TABLE) -> None:
     """List registered plugins (built-ins and those installed through entry points) and their rewards."""
     rewards, reward_errors = list_rewards()
     entries = list_plugins(rewards)
-    if json_output:
+    if output.json:
         print_json(
             {
                 "plugins": entries,
@@ -77,9 +78,9 @@ def plugins(json_output: bool = JsonOption) -> None:
         )
         for e in entries
     ]
-    print_rows(["plugin", "from", "version", "hooks", "rewards"], rows, "table", title="plugins")
+    output.rows(["plugin", "from", "version", "hooks", "rewards"], rows, title="plugins")
     if rewards:
-        print_rows(
+        output.rows(
             ["reward", "version", "mode", "source", "weight", "plugin", "plugin_version", "description"],
             [
                 (
@@ -94,7 +95,6 @@ def plugins(json_output: bool = JsonOption) -> None:
                 )
                 for r in rewards
             ],
-            "table",
             title="rewards",
         )
     for name, error in plugin_registry.load_errors.items():

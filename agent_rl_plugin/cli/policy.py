@@ -3,7 +3,8 @@
 like any LLM (see docs/policy-server.md and :mod:`agent_rl_plugin.policy.server`).
 
 ``agent-rl policy serve --model PATH [--adapter PATH] [--host 127.0.0.1] [--port 0]
-[--adapter-root DIR] [--api-key-env VAR]`` loads the model, prints the OpenAI base URL
+[--adapter-root DIR] [--api-key-env VAR] [--allow-download]`` loads the model (offline: a local
+directory or a cached name, unless ``--allow-download``), prints the OpenAI base URL
 (``http://HOST:PORT/v1``, the real port when ``--port 0``) as the only line on stdout, and serves
 until SIGTERM or SIGINT (Ctrl-C), then exits 0. The API key is read from the environment variable
 named by ``--api-key-env`` (never from the command line, where other users could see it); a
@@ -26,7 +27,16 @@ app = typer.Typer(help="Serve the policy being trained over OpenAI's chat-comple
 
 @app.command("serve")
 def serve(
-    model: str = typer.Option(..., "--model", help="Model directory (or hub name, offline) to load."),
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Model to load: a local directory, or a hub name already in the cache."
+    ),
+    allow_download: bool = typer.Option(
+        False,
+        "--allow-download",
+        metavar="",
+        help="Download --model from the Hugging Face hub when it is neither local nor cached (default: offline; "
+        "also AGENT_RL_ALLOW_DOWNLOAD=1).",
+    ),
     adapter: Optional[str] = typer.Option(None, "--adapter", help="LoRA adapter directory to start with."),
     adapter_name: str = typer.Option(
         "adapter", "--adapter-name", help="Model name requests use for the --adapter (and /v1/models shows)."
@@ -70,9 +80,14 @@ def serve(
             'export AGENT_RL_POLICY_KEY="$(openssl rand -hex 32)" and add --api-key-env AGENT_RL_POLICY_KEY',
         )
     from agent_rl_plugin.policy import LocalPolicy
+    from agent_rl_plugin.policy.local import PolicyError
     from agent_rl_plugin.policy.server import PolicyServer
+    from agent_rl_plugin.train.loading import cli_hint
 
-    policy = LocalPolicy(model, adapter=adapter, seed=seed, threads=threads)
+    try:
+        policy = LocalPolicy(model, adapter=adapter, seed=seed, threads=threads, allow_download=allow_download)
+    except PolicyError as exc:
+        raise UserError(str(exc), cli_hint(exc.hint)) from None
     server = PolicyServer(
         policy,
         host=host,

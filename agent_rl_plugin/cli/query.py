@@ -12,11 +12,18 @@ the file (DuckDB then lets no other process open it), the query runs through tha
 
 from __future__ import annotations
 
-from enum import Enum
-
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, UserError, db_path, err_console, print_rows
+from agent_rl_plugin.cli.common import (
+    TABLE,
+    DbOption,
+    Output,
+    OutputFormat,
+    UserError,
+    db_path,
+    err_console,
+    output_options,
+)
 from agent_rl_plugin.hookspecs import hookimpl
 
 QUERY_HINT = (
@@ -26,12 +33,6 @@ QUERY_HINT = (
 WRITE_HINT = (
     "use SELECT (or DESCRIBE/SHOW/SUMMARIZE); scores are written by `agent-rl score`, files loaded by `agent-rl ingest`"
 )
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
 
 
 def run_query(path: str, sql: str) -> tuple[list[str], list[tuple]]:
@@ -94,23 +95,29 @@ def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple], str 
     return list(table.column_names), rows, truncated
 
 
+@output_options()
 def query(
     sql: str = typer.Argument(..., help='The SQL to run, e.g. "select * from tool_calls".'),
     db: str = DbOption,
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="Output format."),
-    json_output: bool = typer.Option(False, "--json", help="Same as --format json."),
     timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Stop the query after this many seconds."),
     max_rows: int = typer.Option(100_000, "--max-rows", min=1, help="Return at most this many rows."),
+    output: Output = TABLE,
 ) -> None:
-    """Run a read-only SQL query over rollouts, steps, LLM calls, tool calls, events and rewards."""
+    """Run a read-only SQL query over rollouts, steps, LLM calls, tool calls, events and rewards.
+
+    The table fits the terminal: long values cut, short ids, rounded numbers, and columns that do not fit named below.
+    --wide shows every column in full; --json and --csv carry every value in full."""
     columns, rows, truncated = run_query_result(db_path(db), sql, timeout_s=timeout, max_rows=max_rows)
-    print_rows(columns, rows, "json" if json_output else fmt.value)
+    output.rows(columns, rows)
     if truncated:
         err_console.print(
             f"[yellow]truncated:[/] the result was cut at {len(rows)} rows (the {truncated} cap); "
             "add a LIMIT/WHERE or pass --max-rows",
             highlight=False,
         )
+
+
+__all__ = ["OutputFormat", "query", "run_query", "run_query_result"]  # OutputFormat now lives in common
 
 
 @hookimpl

@@ -27,11 +27,11 @@ def report(
     where: Optional[str] = typer.Option(
         None,
         "--where",
+        "-w",
+        metavar="SQL",
         help="Only rollouts matching this SQL condition over the rollouts view, e.g. \"task_id like 'shop-%'\".",
     ),
-    worst: int = typer.Option(
-        20, "--worst", min=0, help="How many lowest-reward (and failed) rollouts get a step-by-step trace."
-    ),
+    worst: int = typer.Option(20, "--worst", min=0, help="How many lowest-reward rollouts get a step-by-step trace."),
     json_output: bool = typer.Option(
         False, "--json", help="Print a JSON summary (sections, counts, path) instead of text."
     ),

@@ -59,7 +59,7 @@ def run(
         ..., "--tasks", "-t", help="Task file: .jsonl, .json or .csv (as for `agent-rl tasks import`)."
     ),
     group_size: int = typer.Option(8, "--group-size", "-g", min=1, help="Rollouts per task (one group)."),
-    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Rollouts running at once."),
+    concurrency: int = typer.Option(16, "--concurrency", "-j", min=1, help="Rollouts running at once."),
     db: str = DbOption,
     timeout: Optional[float] = typer.Option(
         None, "--timeout", min=0.001, help="Seconds per rollout; a slower one is recorded as timed out."

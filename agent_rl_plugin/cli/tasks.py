@@ -16,7 +16,16 @@ from __future__ import annotations
 
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, db_path, print_json, print_rows
+from agent_rl_plugin.cli.common import (
+    TABLE,
+    DbOption,
+    JsonOption,
+    Output,
+    UserError,
+    db_path,
+    output_options,
+    print_json,
+)
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.cli.score import fail_plain, say
 from agent_rl_plugin.hookspecs import hookimpl
@@ -68,10 +77,11 @@ def import_tasks(
 
 
 @app.command("list")
+@output_options()
 def list_tasks(
     db: str = DbOption,
     limit: int = typer.Option(50, "--limit", "-n", min=1, help="How many tasks."),
-    json_output: bool = JsonOption,
+    output: Output = TABLE,
 ) -> None:
     """The imported tasks with their ground truth and how many rollouts each has."""
     sql = (
@@ -83,7 +93,7 @@ def list_tasks(
         columns, rows = run_query(db_path(db), sql)
     except UserError as exc:
         fail_plain(str(exc), exc.hint)
-    print_rows(columns, rows, "json" if json_output else "table", title="tasks")
+    output.rows(columns, rows, title="tasks")
 
 
 @hookimpl

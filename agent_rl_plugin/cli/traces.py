@@ -14,7 +14,16 @@ import typer
 from rich.tree import Tree
 
 from agent_rl_plugin import semconv as sc
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, print_json, print_rows
+from agent_rl_plugin.cli.common import (
+    TABLE,
+    DbOption,
+    Output,
+    UserError,
+    console,
+    db_path,
+    output_options,
+    print_json,
+)
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.hookspecs import hookimpl
 
@@ -22,21 +31,39 @@ app = typer.Typer(help="List recorded rollouts and show one as a tree.", no_args
 
 SNIPPET = 120
 
+#: ``traces list`` as a table: (column, header), most telling first, so a narrow terminal
+#: leaves out the start time and not the reward (JSON and CSV keep the query's names and order).
+LIST_TABLE_COLUMNS = (
+    ("rollout_id", "rollout"),
+    ("task_id", "task"),
+    ("group_id", "group"),
+    ("status", "status"),
+    ("total_reward", "reward"),
+    ("n_llm_calls", "llm"),
+    ("n_tool_calls", "tools"),
+    ("n_tool_errors", "errors"),
+    ("duration_ms", "ms"),
+    ("start_time", "started"),
+)
+
 
 def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
 @app.command("list")
+@output_options()
 def list_traces(
     db: str = DbOption,
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many rollouts, newest first."),
     task: Optional[str] = typer.Option(None, "--task", help="Only this task id."),
     group: Optional[str] = typer.Option(None, "--group", help="Only this group id."),
     status: Optional[str] = typer.Option(None, "--status", help="Only ok, error or cancelled."),
-    json_output: bool = JsonOption,
+    output: Output = TABLE,
 ) -> None:
-    """The latest rollouts with their status, timings, calls and rewards."""
+    """The latest rollouts with their status, reward, calls and timings.
+
+    The table shows short rollout ids (enough for `agent-rl traces show`); --json, --csv or --wide show them in full."""
     filters = []
     if task:
         filters.append(f"task_id = {_sql_literal(task)}")
@@ -51,14 +78,19 @@ def list_traces(
         f"from rollouts {where} order by start_time desc limit {int(limit)}"
     )
     columns, rows = run_query(db_path(db), sql)
-    print_rows(columns, rows, "json" if json_output else "table", title="rollouts")
+    if output.format != "table":
+        output.rows(columns, rows, title="rollouts")
+        return
+    order = [columns.index(name) for name, _ in LIST_TABLE_COLUMNS]
+    output.rows([header for _, header in LIST_TABLE_COLUMNS], [[row[i] for i in order] for row in rows], "rollouts")
 
 
 @app.command("show")
+@output_options("table", "json")
 def show_trace(
     rollout_id: str = typer.Argument(..., help="A rollout id, or a unique prefix of one."),
     db: str = DbOption,
-    json_output: bool = JsonOption,
+    output: Output = TABLE,
 ) -> None:
     """One rollout as a tree of agent runs, LLM calls, tool calls, events and rewards."""
     path = db_path(db)
@@ -70,7 +102,7 @@ def show_trace(
         f"where rollout_id = {_sql_literal(full_id)} order by created_at, name",
     )
     roots = build_tree(spans)
-    if json_output:
+    if output.json:
         print_json(
             {"rollout_id": full_id, "spans": roots, "rewards": [dict(zip(rewards_columns, r)) for r in reward_rows]}
         )
@@ -81,7 +113,7 @@ def show_trace(
         _render(tree, root, start)
     console.print(tree)
     if reward_rows:
-        print_rows(rewards_columns, reward_rows, "table", title="rewards")
+        output.rows(rewards_columns, reward_rows, title="rewards")
 
 
 def resolve_rollout_id(path: str, prefix: str) -> str:
@@ -91,6 +123,11 @@ def resolve_rollout_id(path: str, prefix: str) -> str:
         path, f"select distinct rollout_id from spans where rollout_id like {pattern} escape '\\' limit 5"
     )
     if not rows:
+        _, stored = run_query(path, "select count(*) from rollouts")
+        if not stored or not stored[0][0]:
+            from agent_rl_plugin.rl.hints import RECORD_HINT
+
+            raise UserError(f"no rollout with id {prefix!r}: the store holds no rollouts ({path})", RECORD_HINT)
         raise UserError(f"no rollout with id {prefix!r}", "list them with `agent-rl traces list`")
     if len(rows) > 1:
         ids = ", ".join(r[0] for r in rows)

@@ -5,8 +5,10 @@ Every command takes its settings from options and, optionally, a ``--config`` YA
 (:mod:`agent_rl_plugin.cli.train_options`), so the same names work in both. Fields left unset
 that depend on the machine come from the hardware profile, printed at start. A run that used
 the store is recorded in ``training_runs`` / ``training_metrics`` with the SQL that selected
-its data. A summary (rows, steps, losses, adapter path, run id) is printed, or given as JSON
-with ``--json``. ``kto`` and ``config`` live here; ``grpo`` and ``gigpo`` in
+its data (a ``--dataset`` run too, in ``--db``); ``--run NAME`` names the run (its run_id, and
+``./runs/NAME`` as the default output directory). The base model loads offline unless
+``--allow-download``. A summary (rows, steps, losses, adapter path, run id) is printed, or
+given as JSON with ``--json``. ``kto`` and ``config`` live here; ``grpo`` and ``gigpo`` in
 :mod:`agent_rl_plugin.cli.train_grpo`; the work itself in :mod:`agent_rl_plugin.train.runs`.
 """
 
@@ -17,9 +19,16 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, fail
+from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, db_path, fail
 from agent_rl_plugin.cli.dataset import LabelMethod, parse_rewards
-from agent_rl_plugin.cli.train_grpo import ConfigOption, SqlOption, WhereOption, gigpo_command, grpo_command
+from agent_rl_plugin.cli.train_grpo import (
+    ConfigOption,
+    RunOption,
+    SqlOption,
+    WhereOption,
+    gigpo_command,
+    grpo_command,
+)
 from agent_rl_plugin.cli.train_options import with_settings
 from agent_rl_plugin.cli.train_support import (
     build_config,
@@ -51,15 +60,17 @@ def kto_command(
     label: LabelMethod = typer.Option(LabelMethod.threshold, "--label", help="KTO label rule."),
     threshold: float = typer.Option(0.5, "--threshold", help="--label threshold: reward >= this is desirable."),
     quantile: float = typer.Option(0.5, "--quantile", help="--label quantile: reward >= this quantile is desirable."),
-    per_group: bool = typer.Option(False, "--per-group", help="--label quantile: quantile of each group."),
+    per_group: bool = typer.Option(False, "--per-group", metavar="", help="--label quantile: quantile of each group."),
     top_k: int = typer.Option(1, "--top-k", min=0, help="--label group: best k of each group are desirable."),
     bottom_k: int = typer.Option(1, "--bottom-k", min=0, help="--label group: worst k of each group are undesirable."),
     reward: Optional[list[str]] = typer.Option(
         None,
         "--reward",
         "-r",
+        metavar="NAME[=W]",
         help="Reward NAME or NAME=WEIGHT combined into the label; repeat. Default: all, weight 1.",
     ),
+    run_name: Optional[str] = RunOption,
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
 ) -> None:
@@ -80,7 +91,7 @@ def kto_command(
         except DatasetError as exc:
             raise UserError(str(exc), getattr(exc, "hint", None)) from None
         check_sources(where, sql, dataset)
-        config = build_config("kto", config_file, settings or {})
+        config = build_config("kto", config_file, settings or {}, run_name)
         return run_kto(
             config,
             db=source_db(db, needed=not dataset),
@@ -88,9 +99,10 @@ def kto_command(
             sql=sql,
             dataset_file=dataset,
             label_rule=rule,
-            weights=parse_rewards(reward),
+            weights=parse_rewards(reward, db_path(db)),
             on_profile=profile_printer(json_output),
             on_warning=warn,
+            run_name=run_name,
         )
 
     report(run, json_output)
@@ -98,10 +110,18 @@ def kto_command(
 
 def config_command(
     method: str = typer.Argument(..., help="kto, grpo, offline_grpo or gigpo."),
-    fmt: str = typer.Option("yaml", "--format", help="yaml or toml."),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Write the template here instead of printing it."),
+    out: Optional[str] = typer.Option(
+        None, "--out", "-o", help="Write the template here instead of printing it (.toml: TOML, else YAML)."
+    ),
+    toml: bool = typer.Option(False, "--toml", metavar="", help="TOML instead of YAML (default: from --out)."),
+    fmt: Optional[str] = typer.Option(None, "--format", hidden=True),  # the old spelling: yaml or toml
 ) -> None:
-    """Print a commented config template (every field, its help and default) for --config."""
+    """Print a commented config template (every field, its help and default) for --config.
+
+    The template loads with --config as written: an empty model is filled by --model, an empty
+    output_dir means the default output directory."""
+    if fmt is None:
+        fmt = "toml" if toml or (out or "").lower().endswith(".toml") else "yaml"
     try:
         text = config_template(method, fmt=fmt)
     except (TrainConfigError, ValueError) as exc:
@@ -110,7 +130,8 @@ def config_command(
         with open(out, "w", encoding="utf-8") as handle:
             handle.write(text)
         say(
-            f"wrote {out}: edit model and output_dir, then agent-rl train {method.replace('offline_grpo', 'grpo --offline')} --config {out}"
+            f"wrote {out}: set model (or pass --model; an empty output_dir means ./runs/...), then "
+            f"agent-rl train {method.replace('offline_grpo', 'grpo --offline')} --config {out}"
         )
     else:
         print(text, end="")

@@ -3,11 +3,13 @@
 ``train`` app.
 
 * online: prompts mined from the selected rollouts (or the ``tasks`` table with ``--tasks``),
-  completions sampled by TRL's ``GRPOTrainer``, scored by the ``--reward`` plugins;
+  completions sampled by TRL's ``GRPOTrainer``, scored by the ``--reward`` plugins (``--from-tasks``;
+  ``--tasks`` is its old, hidden spelling: in the grammar ``--tasks`` names a task file);
 * ``--offline``: the logged completions of each GRPO group with their advantages
   (``build_grpo_dataset``); ``--level step`` / ``gigpo``: one row per LLM call with its GiGPO
   advantage (``build_step_dataset``, computed, or read from the ``advantages`` table with
-  ``--from-table`` / ``--advantages-run``), tool results masked out of the loss.
+  ``--from-table`` / ``--advantages-run``; by default the newest stored gigpo run matching the
+  selection, ``--recompute`` computes afresh), tool results masked out of the loss.
 
 The training settings (``--lr``, ``--beta``, ``--num-generations``...) are generated from the
 config fields (:mod:`agent_rl_plugin.cli.train_options`); the work is
@@ -20,7 +22,7 @@ from typing import Any, Optional
 
 import typer
 
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError
+from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, db_path
 from agent_rl_plugin.cli.dataset import parse_rewards
 from agent_rl_plugin.cli.train_options import command_options, with_settings
 from agent_rl_plugin.cli.train_support import (
@@ -36,6 +38,19 @@ from agent_rl_plugin.train.runs import run_grpo_offline, run_grpo_online
 ConfigOption = typer.Option(None, "--config", "-c", help="A YAML/TOML training config; options given here win over it.")
 WhereOption = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view.")
 SqlOption = typer.Option(None, "--sql", help="A full read-only query returning rollout_id.")
+RunOption = typer.Option(
+    None,
+    "--run",
+    help="Name this training run: its run_id in training_runs, and its output directory (./runs/NAME) "
+    "unless --out is given. Default: a new id.",
+)
+RecomputeOption = typer.Option(
+    False,
+    "--recompute",
+    metavar="",
+    help="Step level: compute the advantages afresh instead of using the newest stored gigpo "
+    "`advantages compute` run that matches the selection and rewards.",
+)
 
 
 def _flags_of(names: set[str], *methods: str) -> list[str]:
@@ -44,7 +59,7 @@ def _flags_of(names: set[str], *methods: str) -> list[str]:
 
 _ONLINE = {o.name for o in command_options("grpo")}
 _OFFLINE = {o.name for o in command_options("offline_grpo")}
-#: Options only one side of ``train grpo`` has (besides --tasks, --dataset, --from-table, --advantages-run).
+#: Options only one side of ``train grpo`` has (besides --from-tasks, --dataset, --from-table, --advantages-run).
 ONLINE_ONLY = _ONLINE - _OFFLINE
 OFFLINE_ONLY = _OFFLINE - _ONLINE
 
@@ -69,13 +84,14 @@ def grpo_command(
     config_file: Optional[str] = ConfigOption,
     db: str = DbOption,
     offline: bool = typer.Option(
-        False, "--offline", help="Train on the logged groups' completions instead of sampling."
+        False, "--offline", metavar="", help="Train on the logged groups' completions instead of sampling."
     ),
     where: Optional[str] = WhereOption,
     sql: Optional[str] = SqlOption,
     tasks: bool = typer.Option(
-        False, "--tasks", help="Online: take prompts from the tasks table (--where filters it)."
+        False, "--from-tasks", metavar="", help="Online: take prompts from the tasks table (--where filters it)."
     ),
+    tasks_old: bool = typer.Option(False, "--tasks", hidden=True),  # the old spelling of --from-tasks
     dataset: Optional[str] = typer.Option(
         None, "--dataset", help="--offline: a JSONL file of GRPO groups or step rows."
     ),
@@ -83,12 +99,20 @@ def grpo_command(
         None,
         "--reward",
         "-r",
+        metavar="NAME[=W]",
         help="Online: reward plugin NAME[=WEIGHT] scoring the samples (repeat). Offline: rewards combined into advantages.",
     ),
     from_table: bool = typer.Option(
-        False, "--from-table", help="--level step: read advantages from the advantages table."
+        False,
+        "--from-table",
+        metavar="",
+        help="--level step: the newest stored advantages run covering the selection, whatever its selection.",
     ),
-    run_id: Optional[str] = typer.Option(None, "--advantages-run", help="--level step: that advantages run's rows."),
+    run_id: Optional[str] = typer.Option(
+        None, "--advantages-run", help="--level step: that stored advantages run's rows (agent-rl advantages runs)."
+    ),
+    recompute: bool = RecomputeOption,
+    run_name: Optional[str] = RunOption,
     recipe: str = typer.Option(
         "auto",
         "--recipe",
@@ -98,18 +122,22 @@ def grpo_command(
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
 ) -> None:
-    """Train a LoRA adapter with GRPO: online (sampling, scored by reward plugins) or --offline."""
+    """Train a LoRA adapter with GRPO: online (sampling, scored by reward plugins) or --offline.
+
+    Online, a run whose reward is one constant value throughout (every completion scored the
+    same) ends with a warning naming the likely cause; it is recorded too."""
 
     given = settings or {}
+    tasks = tasks or tasks_old
 
     def run() -> dict[str, Any]:
-        weights = parse_rewards(reward)
+        weights = parse_rewards(reward, db_path(db) if offline else None)
         if offline:
-            online_flags = ["--tasks"] + _flags_of(ONLINE_ONLY, "grpo")
+            online_flags = ["--from-tasks"] + _flags_of(ONLINE_ONLY, "grpo")
             if tasks or any(name in given for name in ONLINE_ONLY):
                 raise UserError(f"{_either(online_flags)} are online options", "drop them, or drop --offline")
             check_sources(where, sql, dataset)
-            config = build_config("offline_grpo", config_file, given)
+            config = build_config("offline_grpo", config_file, given, run_name)
             return run_grpo_offline(
                 config,
                 db=source_db(db, needed=not dataset),
@@ -122,13 +150,19 @@ def grpo_command(
                 recipe=recipe,
                 on_profile=profile_printer(json_output),
                 on_warning=warn,
+                run_name=run_name,
+                recompute=recompute,
             )
-        offline_flags = ["--dataset"] + _flags_of(OFFLINE_ONLY, "offline_grpo") + ["--from-table", "--advantages-run"]
-        if dataset or from_table or run_id or any(name in given for name in OFFLINE_ONLY):
+        offline_flags = (
+            ["--dataset"]
+            + _flags_of(OFFLINE_ONLY, "offline_grpo")
+            + ["--from-table", "--advantages-run", "--recompute"]
+        )
+        if dataset or from_table or run_id or recompute or any(name in given for name in OFFLINE_ONLY):
             raise UserError(f"{_either(offline_flags)} need --offline", "add --offline to train on logged completions")
         check_sources(where, sql)
         rewards = _online_rewards(weights)
-        config = build_config("grpo", config_file, given)
+        config = build_config("grpo", config_file, given, run_name)
         return run_grpo_online(
             config,
             db=source_db(db, needed=True),
@@ -138,6 +172,7 @@ def grpo_command(
             tasks=tasks,
             on_profile=profile_printer(json_output),
             on_warning=warn,
+            run_name=run_name,
         )
 
     report(run, json_output)
@@ -153,32 +188,49 @@ def gigpo_command(
         None, "--dataset", help="A JSONL file of step rows (prompt, completion, advantage)."
     ),
     reward: Optional[list[str]] = typer.Option(
-        None, "--reward", "-r", help="Rewards combined into the advantages (NAME[=W])."
+        None, "--reward", "-r", metavar="NAME[=W]", help="Rewards combined into the advantages (NAME[=W]); repeat."
     ),
-    from_table: bool = typer.Option(False, "--from-table", help="Read advantages from the advantages table."),
-    run_id: Optional[str] = typer.Option(None, "--advantages-run", help="That advantages run's rows."),
+    from_table: bool = typer.Option(
+        False,
+        "--from-table",
+        metavar="",
+        help="Use the newest stored advantages run covering the selection, whatever its selection.",
+    ),
+    run_id: Optional[str] = typer.Option(
+        None, "--advantages-run", help="Use that stored advantages run's rows (agent-rl advantages runs)."
+    ),
+    recompute: bool = RecomputeOption,
+    run_name: Optional[str] = RunOption,
     json_output: bool = JsonOption,
     settings: Optional[dict[str, Any]] = None,  # replaced by the generated training options
 ) -> None:
-    """Offline GiGPO: per-step advantages, tool results masked (same as grpo --offline --level step)."""
+    """Offline GiGPO: per-step advantages, tool results masked (same as grpo --offline --level step).
+
+    Advantages: the newest stored `agent-rl advantages compute --method gigpo` run over the same
+    --where and rewards is used (the summary names it); --advantages-run ID picks one,
+    --recompute computes them afresh."""
 
     def run() -> dict[str, Any]:
         check_sources(where, sql, dataset)
-        config = build_config("gigpo", config_file, settings or {})
+        if recompute and (from_table or run_id):
+            raise UserError("--recompute computes the advantages afresh: drop --from-table and --advantages-run")
+        config = build_config("gigpo", config_file, settings or {}, run_name)
         return run_grpo_offline(
             config,
             db=source_db(db, needed=not dataset),
             where=where,
             sql=sql,
             dataset_file=dataset,
-            weights=parse_rewards(reward),
+            weights=parse_rewards(reward, db_path(db)),
             from_table=from_table,
             run_id=run_id,
             on_profile=profile_printer(json_output),
             on_warning=warn,
+            run_name=run_name,
+            recompute=recompute,
         )
 
     report(run, json_output)
 
 
-__all__ = ["ConfigOption", "SqlOption", "WhereOption", "gigpo_command", "grpo_command"]
+__all__ = ["ConfigOption", "RecomputeOption", "RunOption", "SqlOption", "WhereOption", "gigpo_command", "grpo_command"]

@@ -1,7 +1,8 @@
 """The options of ``agent-rl train kto|grpo|gigpo``, generated from the training options'
 declarations (:mod:`agent_rl_plugin.train.fields`): a config field declared with a ``flag``
 becomes a typer option with that flag, short flag, type, allowed values and help, in the
-"Training settings" panel of ``--help``.
+"Training settings" panel of ``--help``; a ``bool`` field (``Optional[bool]`` too) becomes a
+``--x/--no-x`` flag with no value shown (an ``Optional[bool]`` left out stays ``None``: auto).
 
 :func:`with_settings` decorates a command function that takes ``settings: dict[str, Any]``:
 typer sees the generated options in place of ``settings``; the function receives the values
@@ -25,7 +26,7 @@ from agent_rl_plugin.train.methods import method_options
 
 PANEL = "Training settings (the same keys work in a --config file)"
 #: What the command line adds to a field's help.
-CLI_NOTES = {"output_dir": "Default: ./runs/<method>-<timestamp>."}
+CLI_NOTES = {"output_dir": "Default: ./runs/<method>-<timestamp>, or ./runs/NAME with --run NAME."}
 SETTINGS = "settings"
 
 
@@ -87,6 +88,7 @@ def typer_parameter(declared: TrainOption, prefix: str = "") -> inspect.Paramete
         help=(prefix + " " if prefix else "") + option_help(declared),
         show_default=False,
         rich_help_panel=PANEL,
+        metavar="" if tp is bool else None,  # a --x/--no-x flag takes no value: no <bool> in --help
     )
     return inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=Optional[tp])
 

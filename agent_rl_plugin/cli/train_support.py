@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any, Callable, Literal, overload
+from typing import Any, Callable
 
 from rich.markup import escape
 
@@ -32,6 +32,9 @@ CLI_HINTS = {
     "selection": "record and score rollouts first (agent-rl demo, agent-rl score), or widen --where/--sql",
     "where": "--where is a condition over the tasks table",
     "model_files": "check --model and --out",
+    "model_download": "check the name, or give a local model directory with --model; to download it from the "
+    "Hugging Face hub add --allow-download (or set AGENT_RL_ALLOW_DOWNLOAD=1)",
+    "run": "choose another --run NAME, or add --resume latest to continue that run",
 }
 
 
@@ -49,7 +52,10 @@ def profile_printer(quiet: bool) -> Callable[[str], None]:
     return lambda text: target.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def default_out(method: str) -> str:
+def default_out(method: str, run_name: str | None = None) -> str:
+    """``runs/NAME`` for a named run, else ``runs/<method>-<timestamp>``."""
+    if run_name:
+        return os.path.join("runs", run_name)
     return os.path.join("runs", f"{method.replace('_', '-')}-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
@@ -72,12 +78,14 @@ def check_sources(*values: Any) -> None:
         raise UserError("give one of --where, --sql or --dataset, not several")
 
 
-def build_config(method: str, config_file: str | None, settings: dict[str, Any]) -> Any:
+def build_config(method: str, config_file: str | None, settings: dict[str, Any], run_name: str | None = None) -> Any:
     """The config of ``method`` from ``config_file`` (if any), with the options given on the
-    command line (``settings``) on top, and ``./runs/<method>-<timestamp>`` where no output
-    directory is given. Raises :class:`UserError`."""
+    command line (``settings``) on top, and ``./runs/NAME`` (``run_name``) or
+    ``./runs/<method>-<timestamp>`` where no output directory is given (an empty
+    ``output_dir`` in the file, as a template writes it, counts as not given). The model must
+    be found offline unless ``--allow-download``. Raises :class:`UserError`."""
     overrides = {k: v for k, v in settings.items() if v is not None}
-    default_dir = default_out(method)
+    default_dir = default_out(method, run_name)
     try:
         if config_file:
             if not os.path.isfile(config_file):
@@ -92,28 +100,25 @@ def build_config(method: str, config_file: str | None, settings: dict[str, Any])
                 raise UserError("no model given", "pass --model PATH (or a --config file with model: PATH)")
             overrides.setdefault("output_dir", default_dir)
             config = new_config(method, **overrides)
-        check_model_path(config.model)
+        check_model_path(config.model, config.allow_download)
     except TrainConfigError as exc:
-        raise UserError(str(exc), getattr(exc, "hint", None)) from None
+        raise user_error(exc) from None
     except TypeError as exc:  # an unknown field given programmatically
         raise UserError(str(exc)) from None
-    if config.output_dir == default_dir and is_distributed():
+    if config.output_dir == default_dir and not run_name and is_distributed():
         # the timestamped default can differ between processes started a second apart
         raise UserError(
             f"{world_size()} training processes need one output directory, given explicitly",
-            "pass --out DIR (or set output_dir in the --config file)",
+            "pass --out DIR or --run NAME (or set output_dir in the --config file)",
         )
     return config
 
 
-@overload
-def source_db(db: str | None, needed: Literal[True]) -> str: ...
-@overload
-def source_db(db: str | None, needed: bool) -> str | None: ...
-def source_db(db: str | None, needed: bool) -> str | None:
-    """The database path when the data comes from the store; it must exist."""
+def source_db(db: str | None, needed: bool) -> str:
+    """The database path when the data comes from the store (it must exist); else (a
+    ``--dataset`` run) the database the run is recorded in, created when missing."""
     if not needed:
-        return None
+        return db_path(db)
     path = db_path(db)
     if not os.path.exists(path):
         raise UserError(f"database {path} does not exist", "record rollouts first (agent-rl demo), or pass --db")
@@ -153,6 +158,8 @@ def print_summary(summary: dict) -> None:
     loss_text = "n/a" if loss is None else f"{loss:.4f}" + ("" if first is None else f" (first {first:.4f})")
     say(f"  steps: {summary['steps']}, final loss: {loss_text}")
     for line in summary.get("extra_lines", []):
+        say(f"  {line}")
+    for line in summary.get("warnings", []):
         say(f"  {line}")
     if summary.get("resumed_from"):
         say(f"  resumed from: {summary['resumed_from']}")

@@ -18,12 +18,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts, check_failed_rollouts
-from agent_rl_plugin.data.conversations import Conversations, conversations
+from agent_rl_plugin.data.conversations import (
+    NO_ASSISTANT,
+    NO_CONTENT,
+    STARTS_WITH_ASSISTANT,
+    Conversations,
+    conversations,
+)
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import arrow, combined_rewards, normalize_weights, registered, select_rollouts
 
 NO_REWARD = "no usable episode reward (none recorded, only error rows, or weights summing to 0)"
 FAILED = "failed rollout (error, timeout or cancelled; failed_rollouts=exclude)"
+#: The fix of each reason a rollout is left out (see :meth:`BuildReport.fix_hint`).
+NO_REWARD_FIX = "score the rollouts first (agent-rl score), or emit rewards while recording (arl.emit_reward)"
+FAILED_FIX = "keep failed rollouts with failed_rollouts='zero_reward' or 'keep' (--failed-rollouts)"
+CONVERSATION_FIXES = {
+    NO_ASSISTANT: "record each LLM call's answer (output= of arl.record_llm_call, with content capture on)",
+    STARTS_WITH_ASSISTANT: "record the messages each LLM call was sent (input_messages= of arl.record_llm_call)",
+    NO_CONTENT: "record the agent's LLM calls (an instrumented client, or arl.record_llm_call) with content capture on",
+}
 IO_NOTE = "{n} rollout(s) had no LLM messages: prompt from the agent's input, completion from its output"
 REPAIR_NOTE = (
     "{n} rollout(s) did not send their own earlier turns back to the model: those assistant "
@@ -53,7 +67,7 @@ def _report_conversations(conv: Conversations, report: BuildReport) -> np.ndarra
         ids = conv.rollout_ids.to_numpy(zero_copy_only=False)
         for reason in sorted({r for r in conv.drop_reason[~kept] if r is not None}):
             these = np.flatnonzero(conv.drop_reason == reason)
-            report.leave_out(reason, ids[these[:3]].tolist(), count=len(these))
+            report.leave_out(reason, ids[these[:3]].tolist(), count=len(these), fix=CONVERSATION_FIXES.get(reason))
     for source, note in (("io", IO_NOTE), ("repaired", REPAIR_NOTE)):
         n = int(np.count_nonzero(conv.source[kept] == source))
         if n:
@@ -88,7 +102,7 @@ def episode_rows(
     selected, failed_ids, failed = split_failed(connection, selected, policy)
     report.extra["failed_rollouts"] = failed
     if policy == "exclude":
-        report.leave_out(FAILED, failed_ids, count=len(failed_ids))
+        report.leave_out(FAILED, failed_ids, count=len(failed_ids), fix=FAILED_FIX)
     everything = not where and not sql and not (policy == "exclude" and failed_ids)
     with registered(connection, selected, "selected") as sel:
         conv = conversations(connection, sel, everything=everything)
@@ -107,7 +121,12 @@ def episode_rows(
             missing = arrow(
                 connection, f"SELECT c.rollout_id FROM {c} c ANTI JOIN {r} r ON r.rollout_id = c.rollout_id"
             )
-            report.leave_out(NO_REWARD, missing.column("rollout_id").slice(0, 3).to_pylist(), count=missing.num_rows)
+            report.leave_out(
+                NO_REWARD,
+                missing.column("rollout_id").slice(0, 3).to_pylist(),
+                count=missing.num_rows,
+                fix=NO_REWARD_FIX,
+            )
             index = arrow(
                 connection,
                 f"""

@@ -27,6 +27,10 @@ from agent_rl_plugin.data.split import prompt_keys
 from agent_rl_plugin.data.sql import arrow, open_store, registered
 
 SMALL_GROUP = "in a group smaller than min_group_size"
+SMALL_GROUP_FIX = (
+    "record at least {n} rollouts per task under one group_id (arl.rollout(group_id=...), or "
+    "agent-rl rollouts run --group-size 4), or lower min_group_size (--min-group-size)"
+)
 GRPO_COLUMNS = ("prompt", "completions", "rewards", "advantages")
 EXTRA_COLUMNS = ("group_id", "task_id", "rollout_ids")
 
@@ -119,7 +123,10 @@ def grpo_table(
     in_small = pc.is_in(keys, value_set=small).to_numpy(zero_copy_only=False)
     if in_small.any():
         report.leave_out(
-            f"{SMALL_GROUP} ({min_group_size})", rollout_examples(index, in_small), count=int(in_small.sum())
+            f"{SMALL_GROUP} ({min_group_size})",
+            rollout_examples(index, in_small),
+            count=int(in_small.sum()),
+            fix=SMALL_GROUP_FIX.format(n=min_group_size),
         )
         report.extra["dropped_groups"] = len(small)
     kept = index.filter(pa.array(~in_small)) if in_small.any() else index
@@ -144,9 +151,8 @@ def grpo_table(
     report.rows = n_groups
     if n_groups == 0 and report.rollouts:
         raise DatasetError(
-            f"none of the {report.rollouts} matching rollouts formed a GRPO group: "
-            + ", ".join(f"{n} {reason}" for reason, n in report.left_out.items()),
-            "give rollouts a group_id (rollout(group_id=...)) with several rollouts per group, or lower min_group_size",
+            f"none of the {report.rollouts} matching rollouts formed a GRPO group: {report.causes()}",
+            report.fix_hint(SMALL_GROUP_FIX.format(n=min_group_size)),
         )
     columns = list(GRPO_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
     return table.select(columns)

@@ -24,6 +24,10 @@ from agent_rl_plugin.data.sql import open_store
 
 LABEL_METHODS = ("threshold", "quantile", "group")
 UNLABELLED = "label None (between the top and bottom of its group, or a group of equal rewards)"
+UNLABELLED_FIX = (
+    "the group label rule labels only each group's best top_k and worst bottom_k, and no rollout of a group "
+    "whose rewards are all equal: record groups with varied rewards, or label by threshold or quantile (--label)"
+)
 KTO_COLUMNS = ("prompt", "completion", "label")
 EXTRA_COLUMNS = ("rollout_id", "group_id", "task_id", "reward")
 
@@ -114,7 +118,9 @@ def kto_table(
     labels = pa.array(rule.labels(rewards, keys), pa.bool_())
     labelled = pc.is_valid(labels).to_numpy(zero_copy_only=False)
     if not labelled.all():
-        report.leave_out(UNLABELLED, rollout_examples(index, ~labelled), count=int((~labelled).sum()))
+        report.leave_out(
+            UNLABELLED, rollout_examples(index, ~labelled), count=int((~labelled).sum()), fix=UNLABELLED_FIX
+        )
     rows = np.flatnonzero(labelled)
     prompt, completion = episodes.messages(rows)
     picked = index.take(pa.array(rows, pa.int64())) if not labelled.all() else index
@@ -134,9 +140,8 @@ def kto_table(
         )
     if table.num_rows == 0 and report.rollouts:
         raise DatasetError(
-            f"none of the {report.rollouts} matching rollouts gave a KTO row: "
-            + ", ".join(f"{n} {reason}" for reason, n in report.left_out.items()),
-            "score the rollouts first (agent-rl score), or change the label rule / the reward names",
+            f"none of the {report.rollouts} matching rollouts gave a KTO row: {report.causes()}",
+            report.fix_hint("change the label rule or the reward names"),
         )
     return table
 

@@ -1,6 +1,6 @@
 """Plain-text rendering, size summaries, and writing datasets to JSONL, Parquet or a directory.
 
-Text form (``--format text``):
+Text form (``--style text``):
 
 * without a tokenizer, each message becomes ``"role: content"`` (tool calls as
   ``"assistant: [call NAME ARGUMENTS]"``), one per line; the prompt ends with a newline so that
@@ -151,15 +151,29 @@ def count_tokens(table: pa.Table, tokenizer: Any = None) -> tuple[int, str]:
     return total, "tokenizer"
 
 
-def load_tokenizer(path: str) -> Any:
-    """``AutoTokenizer.from_pretrained(path)`` with a one-line error."""
+def load_tokenizer(path: str, allow_download: bool | None = None) -> Any:
+    """``AutoTokenizer.from_pretrained(path)``, offline unless downloads are allowed
+    (:mod:`agent_rl_plugin.downloads`: ``allow_download=True`` or ``AGENT_RL_ALLOW_DOWNLOAD=1``),
+    with a one-line error naming where it looked."""
+    from agent_rl_plugin.downloads import (
+        ALLOW_DOWNLOAD_ENV,
+        downloads_allowed,
+        hf_cache_dir,
+        hub_offline,
+        pretrained_kwargs,
+    )
+
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(path)
+        with hub_offline(allow_download):
+            return AutoTokenizer.from_pretrained(path, **pretrained_kwargs(allow_download))
     except Exception as exc:
+        offline = "" if downloads_allowed(allow_download) else f" (offline: looked in {path} and {hf_cache_dir()})"
         raise DatasetError(
-            f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+            f"cannot load a tokenizer from {path}{offline}: {str(exc).splitlines()[0] if str(exc) else exc!r}",
+            "give a local model or tokenizer directory"
+            + ("" if downloads_allowed(allow_download) else f", or set {ALLOW_DOWNLOAD_ENV}=1 to download it"),
         ) from None
 
 

@@ -23,9 +23,10 @@ EXAMPLES_KEPT = 3
 class BuildReport:
     """Filled in by the ``build_*_dataset`` functions when passed as ``report=``.
 
-    ``left_out`` counts rollouts (or steps, or groups) dropped, by reason; ``notes`` are
-    warnings that did not drop anything (one-class labels, zero-advantage groups, rollouts
-    built from the agent's input/output instead of LLM messages).
+    ``left_out`` counts rollouts (or steps, or groups) dropped, by reason; ``fixes`` holds the
+    fix of each reason that has one (:meth:`fix_hint` joins them for an error that nothing was
+    left); ``notes`` are warnings that did not drop anything (one-class labels, zero-advantage
+    groups, rollouts built from the agent's input/output instead of LLM messages).
     """
 
     kind: str = ""
@@ -41,16 +42,34 @@ class BuildReport:
     tokens_method: str | None = None
     reward_names: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    fixes: dict[str, str] = field(default_factory=dict)
 
-    def leave_out(self, reason: str, ids: list[str] | None = None, count: int | None = None) -> None:
-        """Count ``count`` (default ``len(ids)``) items dropped for ``reason``."""
+    def leave_out(
+        self, reason: str, ids: list[str] | None = None, count: int | None = None, fix: str | None = None
+    ) -> None:
+        """Count ``count`` (default ``len(ids)``) items dropped for ``reason``; ``fix``: how to
+        keep them (one line), for :meth:`fix_hint`."""
         n = count if count is not None else len(ids or [])
         if n <= 0:
             return
         self.left_out[reason] = self.left_out.get(reason, 0) + n
+        if fix:
+            self.fixes[reason] = fix
         if ids:
             kept = self.examples.setdefault(reason, [])
             kept.extend(str(i) for i in ids[: max(0, EXAMPLES_KEPT - len(kept))])
+
+    def causes(self) -> str:
+        """Every reason something was left out with its count, most frequent first:
+        ``"2 no usable episode reward, 1 failed rollout"``."""
+        return ", ".join(f"{n} {reason}" for reason, n in sorted(self.left_out.items(), key=lambda kv: -kv[1]))
+
+    def fix_hint(self, fallback: str | None = None) -> str | None:
+        """The fixes of the reasons things were left out, most frequent reason first, joined by
+        ``"; "`` (each once); ``fallback`` when no reason has a fix."""
+        ordered = sorted(self.left_out.items(), key=lambda kv: -kv[1])
+        fixes = list(dict.fromkeys(self.fixes[r] for r, _ in ordered if r in self.fixes))
+        return "; ".join(fixes) or fallback
 
     def note(self, text: str) -> None:
         if text not in self.notes:

@@ -249,7 +249,7 @@ def _filter_text(where: str | None, sql: str | None, rollout_ids: list[str] | No
     described = describe_selection(where, rollout_ids, rollout_run_id)
     if sql:
         return f"the query {sql!r}" + (f" and {described}" if described else "")
-    return described or "the store (it holds no rollouts)"
+    return described or "the selection"
 
 
 _SELECT_COLUMNS = "rollout_id, task_id, group_id, start_time"
@@ -280,6 +280,7 @@ def select_rollouts(
     (:func:`agent_rl_plugin.rl.store.selection_sql`). Raises :class:`DatasetError` for a bad
     query or when nothing matches.
     """
+    from agent_rl_plugin.rl.hints import nothing_selected
     from agent_rl_plugin.rl.store import rollout_id_list, selection_sql
 
     if where and sql:
@@ -315,9 +316,10 @@ def select_rollouts(
         )
         raise DatasetError(f"SQL error in {'the query' if sql else 'where'}: {first_line(exc)}", hint) from None
     if table.num_rows == 0:
+        filtered_by = where or sql or ids is not None or rollout_run_id is not None
+        # the store is empty (say how to record) or the filters matched none of its rollouts
         raise DatasetError(
-            f"no rollouts match {_filter_text(where, sql, ids, rollout_run_id)}",
-            'check the filter with: agent-rl query "select rollout_id, task_id, status from rollouts"',
+            *nothing_selected(connection, _filter_text(where, sql, ids, rollout_run_id) if filtered_by else None)
         )
     return table
 
@@ -404,8 +406,8 @@ def combined_rewards(
     episode reward: per rollout and name the latest usable episode-level row, whatever its
     source); the combination is sum(w * r) / sum(w) over the names a rollout has
     (:func:`~agent_rl_plugin.store.views.combined_reward_sql`, the rule of
-    :meth:`~agent_rl_plugin.rewards.RewardEngine.combine`; with every weight 1 it is
-    ``rollouts.total_reward``). A NaN or infinite value raises :class:`DatasetError` naming the
+    :meth:`~agent_rl_plugin.rewards.RewardEngine.combine`), ``w`` the view's ``weight`` (the
+    weights recorded by scoring) when ``weights`` is None, which is ``rollouts.total_reward``. A NaN or infinite value raises :class:`DatasetError` naming the
     rollout. Rollouts without any usable reward are absent from the result.
     """
     name_filter = ""
@@ -413,13 +415,13 @@ def combined_rewards(
     if weights is not None:
         weight_table = pa.table({"name": list(weights), "weight": list(weights.values())})
         name_filter = "AND name IN (SELECT name FROM {w})"
-    weight = "coalesce(w.weight, 1.0)" if weights is None else "w.weight"
+    weight = "p.weight" if weights is None else "w.weight"  # None: the weights the store records
     with registered(connection, weight_table, "weights") as w:
         table = arrow(
             connection,
             f"""
             WITH per_name AS (
-                SELECT rollout_id, name, value
+                SELECT rollout_id, name, value, weight
                 FROM episode_rewards
                 WHERE rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)}
             )

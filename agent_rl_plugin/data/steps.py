@@ -52,6 +52,8 @@ from agent_rl_plugin.semconv import GEN_AI_SYSTEM_INSTRUCTIONS, LLM_INCOMPLETE, 
 #: Span attribute holding the behaviour log-probs of an LLM call (JSON list of floats).
 LOGPROBS_ATTRIBUTE = LOGPROBS
 NO_ADVANTAGE = "no advantage for this step"
+#: How to get stored advantages for a selection.
+COMPUTE_HINT = "compute them first: agent-rl advantages compute --method gigpo (with the same --where)"
 #: Why a step whose streamed answer was not read to its end is left out (``agent_rl.llm.incomplete``).
 INCOMPLETE = "incomplete LLM answer (stream not read to its end)"
 #: Span attributes holding the sampled completion's / the prompt's token ids (JSON lists of ints).
@@ -128,21 +130,28 @@ def _table_advantages(connection: Any, sel: str, run_id: str | None, report: Bui
             )
             if found.num_rows == 0:
                 raise DatasetError(
-                    "the advantages table has no rows for these rollouts",
-                    "compute them first, or build without from_table",
+                    "no stored advantage run covers these rollouts",
+                    COMPUTE_HINT + ", or build without from_table (advantages computed on the fly)",
                 )
             run_id = found.column("run_id")[0].as_py()
+        else:
+            known = arrow(connection, "SELECT count(*) AS n FROM advantages WHERE run_id = ?", [str(run_id)])
+            if not known.column("n")[0].as_py():
+                raise DatasetError(
+                    f"no advantage run {run_id!r} in the store",
+                    "list the stored runs with: agent-rl advantages runs; or " + COMPUTE_HINT,
+                )
         report.extra["advantages_run_id"] = run_id
-        escaped = str(run_id).replace("'", "''")
         return arrow(
             connection,
             f"""
             SELECT rollout_id, CAST(step_index AS BIGINT) AS step_index, arg_max(value, created_at) AS advantage,
                    arg_max(state_key, created_at) AS state_key
             FROM advantages
-            WHERE run_id = '{escaped}' AND rollout_id IN (SELECT rollout_id FROM {sel})
+            WHERE run_id = ? AND rollout_id IN (SELECT rollout_id FROM {sel})
             GROUP BY rollout_id, step_index
             """,
+            [str(run_id)],
         )
     except DatasetError:
         raise
@@ -231,7 +240,16 @@ def step_table(
     ):
         report.extra[key] = int(pc.sum(pc.is_valid(table.column(column))).as_py() or 0)
     if table.num_rows == 0:
-        raise DatasetError(f"no step got an advantage ({n_missing} LLM steps)", "check run_id / from_table")
+        run = report.extra.get("advantages_run_id")
+        if run is not None:
+            raise DatasetError(
+                f"advantage run {run!r} has no row for any of the {n_missing} LLM steps of the selected rollouts",
+                "pick the run that covers them (agent-rl advantages runs), or " + COMPUTE_HINT,
+            )
+        raise DatasetError(
+            f"no step got an advantage ({n_missing} LLM steps): their rollouts have no usable reward",
+            "score the rollouts first (agent-rl score), or emit rewards while recording (arl.emit_reward)",
+        )
     columns = list(STEP_COLUMNS) + (list(EXTRA_COLUMNS) if extra_columns else [])
     return table.select(columns)
 

@@ -53,7 +53,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "lora_dropout": 0.0,
 }
 
-_LOOP_OWNED = ("advantage_level", "choices", "model", "output_dir", "seed")
+_LOOP_OWNED = ("advantage_level", "allow_download", "choices", "model", "output_dir", "seed")
 
 
 class LoopConfigError(AgentRLError, ValueError):
@@ -91,7 +91,9 @@ class LoopConfig:
     ``seed``); ``db``: the DuckDB file everything is recorded in (``None``:
     ``output_dir/loop.duckdb``); ``name``: the loop's id in the store (``None``: derived from
     the settings, so running the same config again resumes it); ``temperature``: sampling
-    temperature of the training rollouts; ``train``: overrides of training options
+    temperature of the training rollouts; ``allow_download``: download ``model`` from the
+    Hugging Face hub when it is neither a local directory nor cached (default ``False``: loading
+    is offline, :mod:`agent_rl_plugin.train.loading`); ``train``: overrides of training options
     (:data:`TRAIN_DEFAULTS`, e.g. ``entropy_coef``); ``torch_threads``: torch's thread count for
     the run (1 by default: tiny models are no faster with more, and a fixed count keeps a seed's
     numbers the same on every machine; ``None`` leaves torch's setting)."""
@@ -107,6 +109,7 @@ class LoopConfig:
     name: str | None = None
     temperature: float = 1.0
     torch_threads: int | None = 1
+    allow_download: bool = False
     train: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -153,8 +156,9 @@ class LoopConfig:
 
     def settings_digest(self) -> str:
         """A digest of every setting that shapes the run (all but ``rounds``, ``name``,
-        ``output_dir``, ``db`` and ``torch_threads``): a resumed loop must have the same one."""
-        ignored = ("rounds", "name", "output_dir", "db", "torch_threads")
+        ``output_dir``, ``db``, ``torch_threads`` and ``allow_download``): a resumed loop must
+        have the same one."""
+        ignored = ("rounds", "name", "output_dir", "db", "torch_threads", "allow_download")
         shape = {k: v for k, v in dataclasses.asdict(self).items() if k not in ignored}
         return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:10]
 

@@ -173,7 +173,7 @@ def _run(
         )
     result = LoopResult(loop_id, db, resumed_from=done[-1].round if done else None)
     if policy is None:
-        policy = LocalPolicy(base, seed=config.seed)
+        policy = LocalPolicy(base, seed=config.seed, allow_download=config.allow_download)
     for row in done:
         result.rounds.append(row)
         if on_round:
@@ -302,6 +302,7 @@ def _round(
         advantage_level="step",
         choices=list(env.actions),
         seed=config.seed * 1000 + k,
+        allow_download=config.allow_download,
         **options,
     )
     result, training_run_id = train_recorded(

@@ -97,9 +97,10 @@ def _key(name: str) -> str:
 
 
 class LocalPolicy:
-    """``model``: a directory or hub name for ``from_pretrained`` (offline unless the
-    environment allows downloads); ``adapter``: a LoRA adapter directory to start from;
-    ``seed``: the sampling generator's seed; ``threads``: torch threads (``None``: leave)."""
+    """``model``: a local directory or a cached hub name (loaded offline unless
+    ``allow_download`` or ``AGENT_RL_ALLOW_DOWNLOAD=1``, see :mod:`agent_rl_plugin.train.loading`);
+    ``adapter``: a LoRA adapter directory to start from; ``seed``: the sampling generator's
+    seed; ``threads``: torch threads (``None``: leave)."""
 
     def __init__(
         self,
@@ -108,20 +109,28 @@ class LocalPolicy:
         adapter: str | os.PathLike[str] | None = None,
         seed: int = 0,
         threads: int | None = None,
+        allow_download: bool | None = None,
     ) -> None:
+        from agent_rl_plugin.train.loading import ModelNotFoundError, load_causal_lm, load_tokenizer, resolve_model
+
+        self.model_name = os.fspath(model)
+        self.allow_download = allow_download
+        try:
+            resolve_model(self.model_name, allow_download=allow_download)  # before torch loads: fails at once
+        except ModelNotFoundError as exc:
+            raise PolicyError(f"cannot load model {self.model_name!r}: {exc}", hint=exc.hint) from None
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads is not None:
             torch.set_num_threads(threads)
-        self.model_name = os.fspath(model)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.model_name)
-            self._base = AutoModelForCausalLM.from_pretrained(self.model_name)
+            self.tokenizer = load_tokenizer(self.model_name, allow_download=allow_download, pad=False)
+            self._base = load_causal_lm(self.model_name, allow_download=allow_download)
         except (OSError, ValueError) as exc:
             raise PolicyError(
                 f"cannot load model {self.model_name!r}: {exc}",
-                hint="give a local model directory (build one with agent_rl_plugin.train.tiny.build_tiny_model)",
+                hint=getattr(exc, "hint", None)
+                or "give a local model directory (build one with agent_rl_plugin.train.tiny.build_tiny_model)",
             ) from None
         if self.tokenizer.eos_token_id is None:
             raise PolicyError(f"the tokenizer of {self.model_name!r} has no end-of-sequence token")

@@ -338,9 +338,10 @@ def _is_template_error(exc: Exception) -> bool:
 def _context_of(policy: LocalPolicy) -> int | None:
     """The model's ``max_position_embeddings`` from its config, or ``None`` when unknown."""
     try:
-        from transformers import AutoConfig
+        from agent_rl_plugin.train.loading import load_model_config
 
-        value = getattr(AutoConfig.from_pretrained(policy.model_name), "max_position_embeddings", None)
+        config = load_model_config(policy.model_name, allow_download=getattr(policy, "allow_download", None))
+        value = getattr(config, "max_position_embeddings", None)
     except Exception:  # an unreadable config only loses the length check
         return None
     return int(value) if isinstance(value, int) else None

@@ -97,8 +97,9 @@ def build_report(
     """Write the report on ``db`` (a path, or an open DuckDB connection) to ``out``.
 
     ``where``: an SQL condition over the ``rollouts`` view choosing the rollouts shown.
-    ``worst``: how many of the lowest-reward (and of the failed) rollouts get a step-by-step
-    trace. ``progress(step, done, total)`` is called before each step. Raises
+    ``worst``: the most rollouts listed under "Worst rollouts", each with a step-by-step trace:
+    the ``worst`` lowest combined rewards (unrewarded rollouts, failed first, only fill places
+    left when fewer have a reward). ``progress(step, done, total)`` is called before each step. Raises
     :class:`ReportError` for a bad ``where`` and
     :class:`~agent_rl_plugin.store.StoreError` when the database cannot be opened.
     """

@@ -153,17 +153,17 @@ def rollout_link(rollout_id: str, linked: set[str]) -> str:
 # -- the page ---------------------------------------------------------------------------------
 
 CSS = """
-:root { --fg:#212529; --muted:#6c757d; --line:#dee2e6; --bg:#f8f9fa; --accent:#1c7ed6; --ok:#2f9e44; --err:#e03131; }
+:root { --gutter:clamp(10px, 2vw, 28px); --fg:#212529; --muted:#6c757d; --line:#dee2e6; --bg:#f8f9fa; --accent:#1c7ed6; --ok:#2f9e44; --err:#e03131; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 -apple-system, "Segoe UI", "DejaVu Sans", Roboto, Helvetica, Arial, sans-serif; color:var(--fg); background:#fff; }
-header { padding:18px 28px 10px; border-bottom:1px solid var(--line); background:var(--bg); }
+header { padding:18px var(--gutter) 10px; border-bottom:1px solid var(--line); background:var(--bg); }
 header h1 { margin:0 0 4px; font-size:22px; }
 header .meta { color:var(--muted); font-size:13px; }
 header .meta code { color:var(--fg); }
-nav { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line); padding:6px 28px; font-size:13px; }
-nav a { margin-right:14px; color:var(--accent); text-decoration:none; white-space:nowrap; }
+nav { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line); padding:6px var(--gutter); font-size:13px; display:flex; flex-wrap:wrap; gap:2px 14px; }
+nav a { color:var(--accent); text-decoration:none; white-space:nowrap; }
 nav a:hover { text-decoration:underline; }
-main { padding:8px 28px 40px; max-width:1280px; }
+main { padding:8px var(--gutter) 40px; max-width:none; width:100%; }
 section { margin-top:26px; }
 h2 { font-size:18px; border-bottom:2px solid var(--line); padding-bottom:4px; margin:0 0 10px; }
 h3 { font-size:15px; margin:18px 0 6px; }
@@ -176,9 +176,10 @@ p.intro { color:var(--muted); margin:0 0 10px; max-width:920px; }
 .card-label { color:var(--muted); font-size:12px; }
 .card-detail { color:var(--muted); font-size:11px; }
 .plots { display:flex; flex-wrap:wrap; gap:14px; }
-figure.plot { margin:6px 0; flex:1 1 520px; min-width:0; border:1px solid var(--line); border-radius:6px; padding:8px; background:#fff; }
+figure.plot { margin:6px 0; flex:1 1 520px; min-width:0; overflow-x:auto; border:1px solid var(--line); border-radius:6px; padding:8px; background:#fff; }
 figure.plot.wide { flex-basis:100%; }
-figure.plot svg { display:block; margin:0 auto; max-width:100%; height:auto; }
+figure.plot svg { display:block; margin:0 auto; width:100%; height:auto; max-width:calc(var(--natural-width, 100%) * 2); }
+figure.plot.wide svg { min-width:calc(var(--natural-width, 0px) * 0.75); }
 figcaption { color:var(--muted); font-size:12px; margin-top:4px; }
 .table-wrap { overflow-x:auto; margin:6px 0 10px; }
 table.data { border-collapse:collapse; font-size:13px; }
@@ -225,7 +226,7 @@ pre.text { margin:2px 0; padding:5px 8px; background:var(--bg); border:1px solid
 .more { color:var(--muted); font-style:italic; }
 .err-text { color:var(--err); }
 #report-errors { color:var(--err); white-space:pre-wrap; }
-footer { color:var(--muted); font-size:12px; padding:16px 28px; border-top:1px solid var(--line); }
+footer { color:var(--muted); font-size:12px; padding:16px var(--gutter); border-top:1px solid var(--line); }
 """
 
 #: The page's only script: records script errors into #report-errors, marks each plot's SVG

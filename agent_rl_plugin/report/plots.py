@@ -255,7 +255,8 @@ def combined_distribution(rewards: Sequence[float]) -> Plot | None:
         fig,
         "plot-rewards-combined",
         "Combined reward",
-        "The combined reward per rollout: the mean of its reward names' episode values (weight 1 each).",
+        "The combined reward per rollout (rollouts.total_reward): its reward names' episode values "
+        "weighted by the recorded reward weights.",
     )
 
 
@@ -501,12 +502,22 @@ def coordination(counts: Sequence[Mapping[str, Any]], rollouts: Sequence[Mapping
 
 # -- training ---------------------------------------------------------------------------------
 
-#: Panels of a training run's figure: (title, y label, test on a metric name).
+#: Panels of a training run's figure: (title, y label, test on a metric name). The two
+#: log-probability families are different quantities and get their own panel and label:
+#: ``logps/*`` (TRL's KTO and DPO trainers: ``logps/chosen``, ``logps/rejected``) is the log-probability
+#: of a whole completion, the SUM over its tokens (TRL logs no token counts, so no per-token mean
+#: can be derived); ``logp/*`` (offline GRPO: ``logp/positive``, ``logp/negative``) is the MEAN
+#: log-probability per trained token.
 TRAINING_PANELS: tuple[tuple[str, str, Any], ...] = (
     ("Loss", "loss", lambda n: n == "loss" or (n.endswith("loss") and n != "train_loss")),
     ("Reward", "reward / advantage", lambda n: n.startswith(("reward", "rewards/")) or n in ("advantage_mean",)),
     ("KL", "KL divergence", lambda n: n == "kl" or n.startswith(("kl/", "kl_")) or n.endswith("/kl")),
-    ("Log-probabilities", "log p (per token)", lambda n: n.startswith(("logp/", "logps/")) or n == "logp"),
+    (
+        "Log-probabilities (per completion)",
+        "sum of log p over the completion's tokens",
+        lambda n: n.startswith("logps/"),
+    ),
+    ("Log-probabilities (per token)", "mean log p per token", lambda n: n.startswith("logp/") or n == "logp"),
 )
 
 
@@ -560,5 +571,6 @@ def training_run(
         fig,
         f"plot-training-{index}",
         f"Training run {run_name}",
-        "Metrics logged by the trainer at each optimizer step (training_metrics).",
+        "Metrics logged by the trainer at each optimizer step (training_metrics). logps/* (KTO, DPO): a "
+        "completion's log-probability, summed over its tokens; logp/* (offline GRPO): the mean per token.",
     )

@@ -7,8 +7,8 @@ of dicts, or dicts) for :mod:`~agent_rl_plugin.report.plots` and
 
 The combined reward of a rollout is ``rollouts.total_reward``: the rows of the
 ``episode_rewards`` view (per reward name the value that counts: the latest usable episode-level
-row) combined by :func:`~agent_rl_plugin.store.views.combined_reward_sql` with every weight 1,
-the mean over the names the rollout has. Non-finite values are left out.
+row) combined by :func:`~agent_rl_plugin.store.views.combined_reward_sql` with the view's
+``weight`` of each name (recorded by scoring, else 1). Non-finite values are left out.
 """
 
 from __future__ import annotations
@@ -78,9 +78,19 @@ def select(connection: duckdb.DuckDBPyConnection, where: str | None) -> pa.Table
     try:
         return select_rollouts(connection, where=where)
     except DatasetError as exc:
-        if str(exc).startswith("no rollouts match"):
+        if _matches_none(connection, where):  # an empty store, or nothing matches: an empty page
             return _empty_selection()
         raise ReportError(str(exc), exc.hint or WHERE_HINT) from None
+
+
+def _matches_none(connection: duckdb.DuckDBPyConnection, where: str | None) -> bool:
+    """Whether no rollout matches ``where`` (already checked to be one condition that reads)."""
+    condition = f" WHERE ({where})" if where is not None else ""
+    try:
+        rows = connection.execute(f"SELECT count(*) FROM rollouts{condition}").fetchall()
+    except duckdb.Error:
+        return False
+    return bool(rows) and rows[0][0] == 0
 
 
 WHERE_HINT = (
@@ -145,7 +155,7 @@ def _per_name_cte(sel: str) -> str:
     episode reward) for the selected rollouts."""
     return f"""
         per_name AS (
-            SELECT rollout_id, name, value
+            SELECT rollout_id, name, value, weight
             FROM episode_rewards
             WHERE isfinite(value) AND rollout_id IN (SELECT rollout_id FROM {sel})
         )"""
@@ -206,7 +216,7 @@ def combined(connection: duckdb.DuckDBPyConnection, sel: str) -> list[dict[str, 
         f"""
         WITH {_per_name_cte(sel)},
         comb AS (
-            SELECT rollout_id, {combined_reward_sql(alias="per_name")} AS reward, count(*) AS n_rewards,
+            SELECT rollout_id, {combined_reward_sql("per_name.weight", "per_name")} AS reward, count(*) AS n_rewards,
                    map_from_entries(list(struct_pack(k := name, v := value) ORDER BY name)) AS per_name
             FROM per_name GROUP BY rollout_id
         )

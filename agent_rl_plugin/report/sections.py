@@ -107,7 +107,8 @@ def rewards(
         )
     intro = (
         "Episode rewards per reward name (a plugin's latest score, or the sum of what the agent emitted), "
-        "and the combined reward: their mean per rollout, each name weighted 1."
+        "and the combined reward per rollout: sum(weight x value) / sum(weight) over its names, with the "
+        "weights `agent-rl score` recorded (agent-rl score --explain ROLLOUT shows the terms)."
     )
     body = plot_grid(plots, wide=("plot-rewards-names",)) + "<h3>Reward names</h3>" + table + error_html
     return h.section("rewards", "Rewards", body, intro), plots
@@ -357,22 +358,29 @@ def training(connection: Any, runs: Sequence[Mapping[str, Any]], total: int):
 
 
 def listed(combined: Sequence[Mapping[str, Any]], worst: int) -> list[tuple[Mapping[str, Any], str]]:
-    """(rollout, why) for each rollout that gets a trace: the ``worst`` lowest combined rewards,
-    then up to ``worst`` failed ones; the ``worst`` latest when neither exists."""
+    """(rollout, why) for each rollout that gets a trace: at most ``worst`` of them, the lowest
+    combined rewards first (ties by rollout id). Only when fewer than ``worst`` rollouts have a
+    reward do the free places go to unrewarded rollouts: the failed ones, then the rest, latest
+    first."""
     if worst <= 0:
         return []
     rewarded = sorted(
         (r for r in combined if r["reward"] is not None), key=lambda r: (r["reward"], str(r["rollout_id"]))
     )
     listed = [(r, f"lowest reward #{i + 1}") for i, r in enumerate(rewarded[:worst])]
-    seen = {r["rollout_id"] for r, _ in listed}
-    failed = [r for r in combined if r["status"] != "ok" and r["rollout_id"] not in seen]
-    failed.sort(key=lambda r: r["start_time"] or datetime.min, reverse=True)
-    listed += [(r, str(r["status"])) for r in failed[:worst]]
-    if not listed:
-        latest = sorted(combined, key=lambda r: r["start_time"] or datetime.min, reverse=True)[:worst]
-        listed = [(r, "latest") for r in latest]
+    unrewarded = sorted(
+        (r for r in combined if r["reward"] is None),
+        key=lambda r: (r["status"] == "ok", _negated_time(r["start_time"]), str(r["rollout_id"])),
+    )
+    for rollout in unrewarded[: worst - len(listed)]:
+        status = str(rollout["status"])
+        listed.append((rollout, f"{status}, no reward" if status != "ok" else "latest, no reward"))
     return listed
+
+
+def _negated_time(when: Any) -> float:
+    """A sort key putting later start times first (missing times last)."""
+    return -when.timestamp() if isinstance(when, datetime) else float("inf")
 
 
 def worst(
@@ -414,8 +422,10 @@ def worst(
     numeric = ["rank", "reward", "n_tool_errors", "duration_ms"] + [f"r{i}" for i in range(len(names))]
     table = h.table(columns, rows, raw=("link", "status_html"), numeric=numeric)
     traces = "".join(t.trace_html(rollout, data.get(rollout["rollout_id"], {}), why) for rollout, why in listed)
+    shown = f"The {len(listed)} rollouts" if len(listed) < worst else f"The {worst} rollouts"
     intro = (
-        f"The {worst} rollouts with the lowest combined reward, then the failed ones. Click an id, or a row "
+        f"{shown} with the lowest combined reward (rollouts without a reward, failed ones first, fill the list "
+        "only when fewer have one; the status column shows which failed). Click an id, or a row "
         "below, to see the rollout step by step: LLM calls with their messages, tool calls with arguments and "
         "results or errors, events, and the rewards of each step."
     )

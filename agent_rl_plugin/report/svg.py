@@ -8,6 +8,10 @@ per-plot prefix so that several SVGs share one HTML page without clashing, and t
 deterministic (``svg.hashsalt``). Labels come from the store and are untrusted: matplotlib's
 SVG writer escapes text, attributes and comments, and comments are dropped anyway.
 
+Because mathtext is off, matplotlib's default log-axis labels (``$\\mathdefault{10^{2}}$``) would
+print as that raw text: :func:`render` gives every log-scale axis plain numeric tick labels
+(``1``, ``10``, ``100``, ``1,000``, ``0.01``, ``2e6``) instead, see :func:`plain_number`.
+
 matplotlib (the ``report`` extra) is imported inside :func:`mpl` and the helpers that need it,
 so that importing the report does not require it. The plots themselves are in
 :mod:`agent_rl_plugin.report.plots`.
@@ -107,6 +111,7 @@ def new_figure(rows: int = 1, cols: int = 1, width: float = WIDTH, height: float
 
 
 _ID = re.compile(r'\bid="([^"]+)"')
+_WIDTH = re.compile(r'\swidth="([0-9.]+)pt"')
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.DOTALL)
 
@@ -138,11 +143,56 @@ def to_svg(fig: Any, plot_id: str, title: str = "") -> str:
         r"url\(#([^)]+)\)", lambda m: f"url(#{rename(m.group(1)) if m.group(1) in ids else m.group(1)})", text
     )
     label = html.escape(title, quote=True)
-    text = text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{label}" ', 1)
+    # Its natural width, for the page's CSS: the plot fills its box, up to twice that size, and
+    # a wide plot keeps at least three quarters of it (its box scrolls on a narrow screen).
+    width = _WIDTH.search(text[: text.index(">")])
+    natural = f' style="--natural-width:{width.group(1)}pt"' if width else ""
+    text = text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{label}"{natural} ', 1)
     return "\n".join(line for line in text.splitlines() if line.strip())
 
 
+def plain_number(value: float) -> str:
+    """A tick value as plain text a reader (and ``Number()``, once commas are dropped) reads as a
+    number: ``1``, ``20``, ``1,000``, ``0.05``; below 1e-4 or from 1e6 on, ``2e-5`` / ``3e6``.
+    Negative values use the minus sign matplotlib uses (U+2212)."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    sign = "\u2212" if value < 0 else ""
+    size = abs(value)
+    text = f"{size:,.6g}" if 1e-4 <= size < 1e6 else "e"
+    if "e" in text:  # outside that range, or rounded up to 1e6
+        exponent = math.floor(math.log10(size))
+        mantissa = round(size / 10**exponent, 5)
+        if mantissa >= 10:  # rounding carried over
+            mantissa, exponent = mantissa / 10, exponent + 1
+        text = f"{mantissa:g}e{exponent}"
+    return sign + text
+
+
+def _plain_formatter() -> Any:
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLogFormatter(LogFormatter):
+        """matplotlib's choice of which log ticks get a label, with :func:`plain_number` text."""
+
+        def __call__(self, x: float, pos: Any = None) -> str:
+            return plain_number(float(x)) if super().__call__(x, pos) else ""
+
+    return PlainLogFormatter()
+
+
+def plain_log_ticks(fig: Any) -> None:
+    """Give every log-scale axis of ``fig`` plain numeric tick labels (no mathtext markup)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_major_formatter(_plain_formatter())
+                axis.set_minor_formatter(_plain_formatter())
+
+
 def render(fig: Any, plot_id: str, title: str, caption: str = "") -> Plot:
+    """The figure as a :class:`Plot` (log axes get plain numeric tick labels first)."""
+    plain_log_ticks(fig)
     return Plot(plot_id, title, to_svg(fig, plot_id, title), caption)
 
 

@@ -27,7 +27,9 @@ from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout
 
 Mode = Literal["pointwise", "batch"]
-Source = Literal["code", "llm", "human"]
+#: Who produced a reward row's verdict: deterministic ``code``, an ``llm`` judge, a ``human``, or a
+#: ``heuristic`` (a rough proxy such as ``answer_quality``, weight 0 by default).
+Source = Literal["code", "llm", "heuristic", "human"]
 ScoreValue = "float | EvaluateResult | dict | None"
 
 
@@ -47,7 +49,7 @@ class RewardPlugin:
     """Base class of reward plugins. Subclass, set ``name``, implement ``score`` (or batch).
 
     Class attributes: ``name`` (unique, used as the reward name), ``version``, ``weight`` (default
-    weight in the combined reward), ``mode``, ``source`` (code, llm or human) and ``description``.
+    weight in the combined reward), ``mode``, ``source`` (code, llm, heuristic or human) and ``description``.
     Constructor keywords are the reward's parameters; keep them JSON-serialisable so
     :meth:`fingerprint` and ``agent-rl plugins`` can show them.
     """

@@ -6,7 +6,9 @@ with ``register`` and the :class:`~agent_rl_plugin.config.RLConfig`. ``register`
 * a :class:`~agent_rl_plugin.rewards.base.RewardPlugin` instance (functions decorated with
   :func:`~agent_rl_plugin.rewards.base.reward` are instances of ``FunctionReward``);
 * a ``RewardPlugin`` subclass, which is instantiated with ``config.rewards.get(NAME, {})`` as
-  keyword arguments (its parameters and ``weight``).
+  keyword arguments (its parameters and ``weight``). When the instance names itself otherwise
+  (``llm_judge`` without a judge is ``llm_judge_heuristic``), a ``weight`` under that name
+  overrides.
 
 For an instance, a ``weight`` in ``config.rewards[NAME]`` overrides the reward's weight; other
 parameters are the plugin's to read (``config.rewards.get(NAME, {})`` in its hook).
@@ -44,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 HOOK_NAME = "agent_rl_register_rewards"
 _MODES = ("pointwise", "batch")
-_SOURCES = ("code", "llm", "human")
+_SOURCES = ("code", "llm", "heuristic", "human")
 
 
 class RewardRegistrationError(AgentRLError, ValueError):
@@ -105,6 +107,9 @@ def _build(obj: Any, config: RLConfig, plugin_name: str) -> RewardPlugin:
                 f"plugin {plugin_name!r}: reward class {obj.__name__} does not accept the settings "
                 f"config.rewards[{obj.name!r}] = {settings!r}: {exc}"
             ) from None
+        own = config.rewards.get(obj.name)  # an instance named otherwise (llm_judge_heuristic)
+        if own and obj.name != getattr(type(obj), "name", obj.name) and "weight" in own:
+            obj.weight = float(own["weight"])
     elif isinstance(obj, RewardPlugin):
         if "weight" in settings:  # on a copy: the plugin's own object keeps its default
             obj = copy.copy(obj)

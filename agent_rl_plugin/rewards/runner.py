@@ -23,9 +23,10 @@ and others are not, the whole group is scored again and rows are written for the
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import duckdb
 import pluggy
@@ -36,6 +37,7 @@ from agent_rl_plugin.rewards.base import RewardPlugin, ScoringContext
 from agent_rl_plugin.rewards.registry import RegisteredReward, collect_registered_rewards
 from agent_rl_plugin.rewards.rollout import Rollout, load_rollouts
 from agent_rl_plugin.rewards.rows import Outcome, RowContext, RowWriter, done_keys, input_hash, outcome_rows
+from agent_rl_plugin.rewards.weights import check_weights, record_weights
 from agent_rl_plugin.rewards.workers import WorkerPool, WorkItem, evaluate, run_in_process
 
 Progress = Callable[[int, int], None]
@@ -88,6 +90,9 @@ class ScoreReport:
     #: seconds spent loading rollouts ("load"), hashing and finding what is done ("plan"), in
     #: prepare() ("prepare"), and running the rewards and writing rows ("score")
     timings: dict[str, float] = field(default_factory=dict)
+    #: the weight of each reward run, as recorded in ``reward_weights`` (what the combined
+    #: episode reward, ``rollouts.total_reward``, applies)
+    weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -117,13 +122,15 @@ class ScoreReport:
             "rewards": [asdict(s) for s in self.rewards.values()],
             "registration_errors": self.registration_errors,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
+            "weights": self.weights,
         }
 
 
 def select_rewards(registry: dict[str, RegisteredReward], names: Sequence[str] | None) -> dict[str, RegisteredReward]:
     """The rewards named (when ``names`` is None: every reward whose ``run_by_default`` is true).
-    A name is a reward's name, or the name of a plugin, meaning all its rewards; unknown names
-    raise :class:`UnknownRewardError`."""
+    A name is a reward's name, the class name of a reward that names its instance otherwise
+    (``llm_judge`` selects ``llm_judge_heuristic``), or the name of a plugin, meaning all its
+    rewards; unknown names raise :class:`UnknownRewardError`."""
     if names is None:
         return {n: entry for n, entry in registry.items() if getattr(entry.reward, "run_by_default", True)}
     chosen: dict[str, RegisteredReward] = {}
@@ -131,6 +138,10 @@ def select_rewards(registry: dict[str, RegisteredReward], names: Sequence[str] |
     for name in names:
         if name in registry:
             chosen[name] = registry[name]
+            continue
+        by_class = {n: entry for n, entry in registry.items() if getattr(type(entry.reward), "name", None) == name}
+        if by_class:
+            chosen.update(by_class)
             continue
         of_plugin = {n: entry for n, entry in registry.items() if entry.plugin == name}
         if not of_plugin:
@@ -143,6 +154,35 @@ def select_rewards(registry: dict[str, RegisteredReward], names: Sequence[str] |
             "list them with `agent-rl plugins`",
         )
     return chosen
+
+
+def apply_weights(
+    selected: dict[str, RegisteredReward], weights: Mapping[str, float] | None
+) -> dict[str, RegisteredReward]:
+    """``selected`` with the ``weights`` given (by reward name, or by class name as in
+    :func:`select_rewards`) set on copies of the rewards; :class:`ScoringError` for a weight of
+    a reward that is not selected, or one that is not a number from 0 to
+    :data:`~agent_rl_plugin.rewards.weights.MAX_WEIGHT`."""
+    if not weights:
+        return selected
+    try:
+        wanted = check_weights(weights)
+    except ValueError as exc:
+        raise ScoringError(str(exc), "give each weight as NAME=W, W from 0 to 1e6, e.g. task_completion=2") from None
+    out = dict(selected)
+    for key, weight in wanted.items():
+        names = [n for n, e in selected.items() if n == key or getattr(type(e.reward), "name", None) == key]
+        if not names:
+            raise ScoringError(
+                f"a weight was given for {key!r}, which is not among the rewards to run ({', '.join(selected) or 'none'})",
+                "name the reward as NAME=W among the rewards to run",
+            )
+        for name in names:
+            entry = out[name]
+            reward = copy.copy(entry.reward)
+            reward.weight = weight
+            out[name] = RegisteredReward(reward, entry.plugin, entry.package_version)
+    return out
 
 
 def _first_line(exc: BaseException) -> str:
@@ -224,6 +264,7 @@ def score(
     pm: pluggy.PluginManager | None = None,
     batch_size: int = 500,
     stop_after_timeouts: int = 3,
+    weights: Mapping[str, float] | None = None,
 ) -> ScoreReport:
     """Score stored rollouts with reward plugins and append the rows to ``db_path``'s
     ``rewards`` table: what ``agent-rl score`` does, from Python.
@@ -251,6 +292,11 @@ def score(
     * ``config``: parameters and weights of the rewards (``config.rewards[NAME]``; default
       :meth:`RLConfig.from_env <agent_rl_plugin.config.RLConfig.from_env>`).
     * ``batch_size``: rows written per transaction.
+    * ``weights``: ``{reward name: weight}`` overriding the configured weights of rewards run.
+
+    The weight of every reward run (its class default, ``config.rewards[NAME]["weight"]``, or
+    ``weights``) is recorded in the store's ``reward_weights`` table: the combined episode
+    reward (``rollouts.total_reward``, and every reader of it) weights each name by it.
 
     Returns a :class:`ScoreReport`: per reward the rollouts scored, skipped (already done), not
     applicable and failed (with up to 3 example errors), the step rows written, and
@@ -270,7 +316,7 @@ def score(
         raise ScoringError(f"timeout must be positive, got {timeout_s}")
     started = time.perf_counter()
     registry = collect_registered_rewards(pm, config)
-    selected = select_rewards(registry.rewards, rewards)
+    selected = apply_weights(select_rewards(registry.rewards, rewards), weights)
     check_where(where)
     stats = {
         name: RewardStats(name, entry.plugin, entry.plugin_version, entry.reward.mode, entry.reward.source)
@@ -281,9 +327,21 @@ def score(
     mark = time.perf_counter()
     rollouts, done = _read(db_path, where, rollout_ids, list(selected), rescore) if selected else ([], set())
     timings["load"] = time.perf_counter() - mark
+    applied = {name: entry.reward.weight for name, entry in selected.items()}
+    try:  # a configured weight ([rewards.NAME] weight = nan, a class default) is checked too
+        applied = check_weights(applied)
+    except ValueError as exc:
+        raise ScoringError(
+            str(exc),
+            "set [rewards.NAME] weight (or -r NAME=W) to a number from 0 to 1e6; 0 shows a reward without counting it",
+        ) from None
+    if applied:
+        record_weights(db_path, applied)
 
     def report() -> ScoreReport:
-        return ScoreReport(db_path, len(rollouts), stats, time.perf_counter() - started, workers, errors, timings)
+        return ScoreReport(
+            db_path, len(rollouts), stats, time.perf_counter() - started, workers, errors, timings, applied
+        )
 
     if not rollouts or not selected:
         return report()

@@ -35,6 +35,7 @@ from agent_rl_plugin.advantages.grpo import (
     grpo_advantages,
     rloo_advantages,
 )
+from agent_rl_plugin.rl.hints import LLM_STEPS_HINT, SCORE_HINT, nothing_selected
 from agent_rl_plugin.rl.store import (
     AdvantageInputError,
     describe_selection,
@@ -254,8 +255,7 @@ def compute_advantages(
             hashed = ["group_id", "rollout_id", "reward"]
         report = table_report(table)
         if table.num_rows == 0:
-            selection = describe_selection(where, ids, rollout_run_id)
-            raise AdvantageInputError(_nothing_message(method, selection, report), _nothing_hint(report))
+            raise _nothing_error(connection, method, describe_selection(where, ids, rollout_run_id), report)
         try:
             columns, summary = (
                 _gigpo_rows(table, parameters) if method == "gigpo" else _episode_rows(method, table, scale, epsilon)
@@ -273,25 +273,38 @@ def compute_advantages(
         connection.close()
 
 
-def _nothing_message(method: str, selection: str | None, report: Mapping[str, Any]) -> str:
+def _nothing_error(
+    connection: Any, method: str, selection: str | None, report: Mapping[str, Any]
+) -> AdvantageInputError:
+    """Why a computation found nothing to compute, with the fix for that cause: the store holds
+    no rollouts; the filters matched none of them; every selected rollout failed and is
+    excluded; (gigpo) none has an LLM step; none has a usable episode reward; or a mix of the
+    last two (each counted)."""
     selected = report.get("selected", 0)
     if not selected:
-        return "no rollouts to compute advantages for" + (f" matching {selection}" if selection else "")
-    failed = report.get("failed_rollouts", {})
-    if failed.get("excluded") == selected:
-        return f"all {selected} selected rollouts failed (error, timeout or cancelled) and are excluded"
-    selected -= failed.get("excluded", 0)
-    if method == "gigpo" and report.get("without_actions") == selected:
-        return f"the {selected} selected rollouts have no LLM steps (GiGPO's actions)"
-    return f"none of the {selected} selected rollouts has a usable episode reward"
-
-
-def _nothing_hint(report: Mapping[str, Any]) -> str:
-    if report.get("selected") and report.get("failed_rollouts", {}).get("excluded") == report.get("selected"):
-        return "keep them with failed_rollouts='zero_reward' or 'keep' (--failed-rollouts), or select other rollouts"
-    if not report.get("selected"):
-        return "record rollouts first (agent-rl demo), or widen the where condition"
-    return "score them first (agent-rl score), or check the reward names"
+        return AdvantageInputError(
+            *nothing_selected(connection, selection, lead="no rollouts to compute advantages for matching")
+        )
+    excluded = report.get("failed_rollouts", {}).get("excluded", 0)
+    if excluded == selected:
+        return AdvantageInputError(
+            f"all {selected} selected rollouts failed (error, timeout or cancelled) and are excluded",
+            "keep them with failed_rollouts='zero_reward' or 'keep' (--failed-rollouts), or select other rollouts",
+        )
+    selected -= excluded
+    no_steps = report.get("without_actions", 0) if method == "gigpo" else 0
+    if no_steps >= selected:
+        return AdvantageInputError(
+            f"the {selected} selected rollouts have no LLM steps (GiGPO's actions)", LLM_STEPS_HINT
+        )
+    if no_steps:
+        unscored = report.get("unscored", {}).get("count", 0)
+        return AdvantageInputError(
+            f"none of the {selected} selected rollouts has both LLM steps and a usable episode reward "
+            f"({no_steps} have no LLM steps, {unscored} with LLM steps have no usable episode reward)",
+            f"{SCORE_HINT}; {LLM_STEPS_HINT}",
+        )
+    return AdvantageInputError(f"none of the {selected} selected rollouts has a usable episode reward", SCORE_HINT)
 
 
 def _write(connection: Any, run: AdvantageRun, columns: dict[str, Any]) -> int:

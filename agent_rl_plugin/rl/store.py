@@ -44,10 +44,14 @@ from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.engine import RewardEngine
 from agent_rl_plugin.rl import state_keys
 from agent_rl_plugin.rl.failed import split_failed
+from agent_rl_plugin.rl.hints import LLM_STEPS_HINT, SCORE_HINT
 from agent_rl_plugin.rollouts.tasks import PER_SAMPLE_FIELDS, TASK_PAYLOAD_FIELDS
 
 REPORT_KEY = b"agent_rl.report"
-WHERE_HINT = "where is an SQL condition over the rollouts view, e.g. \"task_id = 'shop-0'\""
+WHERE_HINT = (
+    "where is an SQL condition over the rollouts view (columns rollout_id, task_id, group_id, status, "
+    "total_reward, n_llm_calls, ...: see docs/schema.md), e.g. \"task_id = 'shop-0'\""
+)
 MAX_EXAMPLES = 5
 #: The key of a rollout's metadata where :func:`~agent_rl_plugin.rollouts.run_rollouts` records
 #: its run id (``rollout_run_id`` selects on it).
@@ -143,6 +147,10 @@ class _Selection:
         self.where = where
         self.condition, self.params = selection_sql(where, rollout_ids, rollout_run_id)
         self.reward_names = list(reward_names) if reward_names else None
+        from agent_rl_plugin.rewards.weights import stored_weights
+
+        # the weights the store records (rollouts.total_reward's), under those given explicitly
+        weights = {**stored_weights(connection), **(weights or {})}
         self.engine = RewardEngine(weights)
         self.registered: list[str] = []
 
@@ -201,14 +209,15 @@ class _Selection:
                 "fix or re-score that reward (agent-rl score --rescore), or leave it out with the where condition or the reward names",
             )
         if names:
-            present = set(self.latest.column("name").to_pylist())
-            absent = [n for n in names if n not in present]
+            asked = set(self.latest.column("name").to_pylist())
+            absent = [n for n in names if n not in asked]
             if absent:
-                known = sorted(present) or ["none"]
+                present = self._present_names()
                 raise AdvantageInputError(
                     f"no usable reward named {', '.join(map(repr, absent))} in the selected rollouts "
-                    f"(present: {', '.join(known)})",
-                    "score them first (agent-rl score), or pick reward names among those present",
+                    f"(present: {', '.join(present) or 'none'})",
+                    ("pick reward names among those present, or score " if present else "score ")
+                    + f"them with {', '.join(absent)} first (agent-rl score --reward {absent[0]})",
                 )
         weights = pa.table(
             {
@@ -218,6 +227,18 @@ class _Selection:
         )
         self.register("_arl_adv_weights", weights)
         return self
+
+    def _present_names(self) -> list[str]:
+        """Every reward name with a usable row (episode or step) in the selected rollouts."""
+        return sorted(
+            _arrow(
+                self.connection,
+                "SELECT DISTINCT name FROM rewards WHERE rollout_id IN (SELECT rollout_id FROM _arl_adv_sel) "
+                "AND value IS NOT NULL AND error IS NULL",
+            )
+            .column("name")
+            .to_pylist()
+        )
 
     def __exit__(self, *exc: Any) -> None:
         for name in reversed(self.registered):
@@ -465,10 +486,16 @@ def steps_for_gigpo(
     with _Selection(connection, where, reward_names, weights, rollout_ids, rollout_run_id, failed_rollouts) as sel:
         zeroed = sel.policy == "zero_reward" and bool(sel.failed_ids)
         if sel.latest.num_rows == 0 and sel.rollouts.num_rows and not zeroed:
+            n = sel.rollouts.num_rows
+            if not _with_llm_steps(connection):  # scoring would not help: say what is missing first
+                raise AdvantageInputError(
+                    f"the {n} selected rollouts have no LLM steps (GiGPO's actions) and no usable reward",
+                    LLM_STEPS_HINT,
+                )
             raise AdvantageInputError(
-                f"the {sel.rollouts.num_rows} selected rollouts have no usable reward"
+                f"the {n} selected rollouts have no usable reward"
                 + (f" named {', '.join(sel.reward_names)}" if sel.reward_names else ""),
-                "score them first: agent-rl score",
+                SCORE_HINT,
             )
         combined, unscored = sel.combined_episode_rewards()
         has_episode = combined.num_rows > 0
@@ -518,6 +545,15 @@ def steps_for_gigpo(
         "failed_rollouts": sel.failed_report,
     }
     return _with_report(result, report)
+
+
+def _with_llm_steps(connection: duckdb.DuckDBPyConnection) -> int:
+    """How many of the selected rollouts (``_arl_adv_sel``) have at least one LLM step."""
+    sql = (
+        "SELECT count(DISTINCT rollout_id) AS n FROM steps "
+        "WHERE kind = 'llm' AND rollout_id IN (SELECT rollout_id FROM _arl_adv_sel)"
+    )
+    return int(_arrow(connection, sql).column("n")[0].as_py())
 
 
 def _join_episode(connection: duckdb.DuckDBPyConnection, sel: _Selection, table: pa.Table, terminal: bool) -> pa.Table:

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, Union
 
 import duckdb
 
-from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2, VIEWS_V3
+from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2, VIEWS_V3, VIEWS_V4
 
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
@@ -35,6 +35,7 @@ TABLE_NAMES: tuple[str, ...] = (
     "training_runs",
     "training_metrics",
     "loop_rounds",
+    "reward_weights",
 )
 
 Apply = Union[str, Callable[[duckdb.DuckDBPyConnection], None]]
@@ -354,6 +355,26 @@ LOOP_ROUNDS_SQL = f"""CREATE TABLE loop_rounds (
 COMMENT ON TABLE loop_rounds IS 'One row per round of a closed training loop (agent-rl loop, agent-rl demo): what it trained on and how well the policy did.';
 {_comments("loop_rounds", _LOOP_ROUNDS_COMMENTS)}"""
 
+_REWARD_WEIGHTS_COMMENTS = {
+    "name": "Reward name (as in rewards.name).",
+    "weight": "Its weight in the combined episode reward (episode_rewards.weight, rollouts.total_reward).",
+    "set_by": "What recorded it: agent-rl score (the reward's configured weight: class default, "
+    "[rewards.NAME] weight, or -r NAME=W).",
+    "updated_at": "When this weight was recorded, UTC.",
+}
+
+_VIEWS_V4_SQL = ";\n".join(VIEWS_V4.values())
+REWARD_WEIGHTS_SQL = f"""CREATE TABLE reward_weights (
+    name VARCHAR PRIMARY KEY,
+    weight DOUBLE NOT NULL,
+    set_by VARCHAR,
+    updated_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE reward_weights IS 'The weight of each reward name in the combined episode reward, recorded by agent-rl score; a name without a row counts with weight 1.';
+{_comments("reward_weights", _REWARD_WEIGHTS_COMMENTS)}
+COMMENT ON COLUMN rewards.source IS 'emitted (recorded by the agent), code, llm, heuristic (a rough proxy such as answer_quality or the keyword judge) or human.';
+{_VIEWS_V4_SQL};"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -386,6 +407,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         ";\n".join(VIEWS_V3.values()) + ";",
     ),
     Migration("0010_loop_rounds", "Table loop_rounds: the rounds of closed training loops.", LOOP_ROUNDS_SQL),
+    Migration(
+        "0011_reward_weights",
+        "Table reward_weights; episode_rewards.weight and rollouts.total_reward weighted by it.",
+        REWARD_WEIGHTS_SQL,
+    ),
 )
 
 _lock = threading.Lock()

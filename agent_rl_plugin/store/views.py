@@ -15,8 +15,12 @@ Contract:
   status message, else ``error.type``, and is ``NULL`` unless the status is not ``'ok'``.
 * Timestamps are UTC ``TIMESTAMP`` (microseconds); ``duration_ms`` is ``DOUBLE``.
 * The episode reward has one definition, the ``episode_rewards`` view (:data:`EPISODE_REWARDS_V1`
-  states its rule); ``rollouts.total_reward`` and every reader of episode rewards (advantages,
-  datasets, reports, the CLI) go through it, with :func:`combined_reward_sql` combining names.
+  states its rule, :data:`EPISODE_REWARDS_V2` adds each name's ``weight`` from the
+  ``reward_weights`` table, 1.0 when none is recorded); ``rollouts.total_reward`` and every reader
+  of episode rewards (advantages, datasets, reports, the CLI) go through it, with
+  :func:`combined_reward_sql` combining names: sum(weight * value) / sum(weight) over the names
+  a rollout has (:data:`COMBINED_REWARD`). Readers given explicit reward names or weights apply
+  those instead of the recorded ones.
 """
 
 from __future__ import annotations
@@ -345,6 +349,52 @@ ROLLOUTS_V3 = ROLLOUTS_V2.replace(
 )
 assert ROLLOUTS_V3 != ROLLOUTS_V2
 
+# Version 2 of ``episode_rewards`` (migration ``0011_reward_weights``): the same rows, plus the
+# ``weight`` each name counts with in the combined episode reward: the weight recorded for the
+# name in ``reward_weights`` (written by ``agent-rl score`` from the rewards' configured weights),
+# else 1.0 (emitted rewards, names never scored by a plugin).
+EPISODE_REWARDS_V2 = """CREATE OR REPLACE VIEW episode_rewards AS
+WITH latest AS (
+    SELECT
+        rollout_id,
+        name,
+        value,
+        source,
+        plugin,
+        created_at,
+        CAST(count(*) OVER (PARTITION BY rollout_id, name) AS INTEGER) AS n_recorded,
+        reward_id
+    FROM rewards
+    WHERE step_index IS NULL AND value IS NOT NULL AND error IS NULL AND rollout_id IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY rollout_id, name ORDER BY created_at DESC, reward_id DESC) = 1
+)
+SELECT
+    l.rollout_id,
+    l.name,
+    l.value,
+    l.source,
+    l.plugin,
+    l.created_at,
+    l.n_recorded,
+    l.reward_id,
+    coalesce(w.weight, 1.0) AS weight
+FROM latest l
+LEFT JOIN reward_weights w ON w.name = l.name"""
+
+#: The combined episode reward of the rollout rows of ``episode_rewards`` aliased ``e``: each
+#: name weighted by its ``weight`` column (the one rule, shared by ``rollouts.total_reward``,
+#: ``agent-rl score --explain``, datasets, advantages and the report).
+COMBINED_REWARD = combined_reward_sql("e.weight", "e")
+
+# Version 4 of ``rollouts`` (migration ``0011_reward_weights``): ``total_reward`` weights each
+# name by ``episode_rewards.weight`` (version 3 took every weight as 1, ignoring the weights the
+# rewards were configured with).
+ROLLOUTS_V4 = ROLLOUTS_V3.replace(
+    f"SELECT e.rollout_id, {combined_reward_sql()} AS total_reward",
+    f"SELECT e.rollout_id, {COMBINED_REWARD} AS total_reward",
+)
+assert ROLLOUTS_V4 != ROLLOUTS_V3
+
 #: Views created by migration ``0003_views_v1``, in creation order (later ones read earlier ones).
 VIEWS_V1: dict[str, str] = {
     "llm_calls": LLM_CALLS_V1,
@@ -361,7 +411,10 @@ VIEWS_V2: dict[str, str] = {"rollouts": ROLLOUTS_V2}
 #: Views created or replaced by migration ``0009_episode_rewards``, in creation order.
 VIEWS_V3: dict[str, str] = {"episode_rewards": EPISODE_REWARDS_V1, "rollouts": ROLLOUTS_V3}
 
-CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2, **VIEWS_V3}
+#: Views replaced by migration ``0011_reward_weights``, in creation order.
+VIEWS_V4: dict[str, str] = {"episode_rewards": EPISODE_REWARDS_V2, "rollouts": ROLLOUTS_V4}
+
+CURRENT_VIEWS: dict[str, str] = {**VIEWS_V1, **VIEWS_V2, **VIEWS_V3, **VIEWS_V4}
 
 #: The public views, in the order the schema documentation lists them.
 VIEW_NAMES: tuple[str, ...] = ("rollouts", "episode_rewards", "steps", "llm_calls", "tool_calls", "events", "agents")
@@ -387,8 +440,10 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "n_tool_errors": "Tool calls with status error.",
             "input_tokens": "Sum of gen_ai.usage.input_tokens over LLM calls (0 when none).",
             "output_tokens": "Sum of gen_ai.usage.output_tokens over LLM calls.",
-            "total_reward": "The episode reward: the mean, over reward names, of the value that counts "
-            "for each name (episode_rewards); NULL when the rollout has no episode-level reward.",
+            "total_reward": "The episode reward: sum(weight * value) / sum(weight) over the reward names "
+            "of the rollout (episode_rewards: the value that counts for each name, and its weight); "
+            "NULL when the rollout has no episode-level reward or its weights sum to 0. "
+            "`agent-rl score --explain ROLLOUT` shows the sum.",
             "root_span_id": "span_id of the root span.",
         },
     ),
@@ -397,17 +452,19 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "that counts. Only episode-level rewards (step_index NULL) with a value and no error; of "
         "several rows for one rollout and name, whatever their source, the latest (created_at, then "
         "reward_id) wins: a re-emission or re-scoring replaces, it does not add. Step rewards are "
-        "never part of it. A rollout's episode reward is sum(w * value) / sum(w) over its names: "
-        "rollouts.total_reward with every weight 1; advantages, datasets and reports apply the "
-        "reward names and weights they are given on top of these rows.",
+        "never part of it. A rollout's episode reward is sum(weight * value) / sum(weight) over its "
+        "names: rollouts.total_reward; advantages, datasets and reports use these weights unless "
+        "given reward names and weights of their own.",
         {
             "name": "Reward name.",
             "value": "The value that counts (the latest usable row's); NaN or infinite values are kept.",
-            "source": "emitted, code, llm or human: the source of that row.",
+            "source": "emitted, code, llm, heuristic or human: the source of that row.",
             "plugin": "Reward plugin of that row, NULL for emitted rewards.",
             "created_at": "When that row was produced, UTC.",
             "n_recorded": "How many usable episode-level rows the rollout has for this name (1: never replaced).",
             "reward_id": "rewards.reward_id of that row.",
+            "weight": "The weight of this name in the combined episode reward: reward_weights.weight "
+            "(recorded by agent-rl score from the reward's configured weight), else 1.0.",
         },
     ),
     "steps": (

@@ -1,11 +1,12 @@
-"""What the trainers share: :class:`TrainResult`, loading a model and tokenizer through
-``from_pretrained``, finding the checkpoint to resume from, and summarising a finished
+"""What the trainers share: :class:`TrainResult`, loading a model and tokenizer (offline unless
+allowed, :mod:`agent_rl_plugin.train.loading`), finding the checkpoint to resume from, and summarising a finished
 ``transformers.Trainer`` run."""
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,20 +52,33 @@ def latest_checkpoint(output_dir: str | os.PathLike[str]) -> str | None:
     return str(max(found)[1]) if found else None
 
 
+def fresh_start_note(config: Any) -> str | None:
+    """When ``config`` asks to resume from the latest checkpoint (``True``) and ``output_dir``
+    has none yet (a first run), set ``resume_from_checkpoint`` to ``None`` (start fresh) and
+    return a note saying so; else ``None``, leaving the config unchanged."""
+    if getattr(config, "resume_from_checkpoint", None) is not True or latest_checkpoint(config.output_dir):
+        return None
+    config.resume_from_checkpoint = None
+    return (
+        f"note: resume latest: no checkpoint under {config.output_dir} yet, so this run starts fresh "
+        "(checkpoints are saved with save_steps)"
+    )
+
+
 def checkpoint_to_resume(config: Any) -> str | None:
     """The checkpoint directory ``config.resume_from_checkpoint`` names (``True``: the latest
-    under ``output_dir``), or ``None`` to start fresh. Raises :class:`TrainConfigError` when the
-    asked-for checkpoint does not exist."""
+    under ``output_dir``; none there yet starts fresh with a ``UserWarning``, see
+    :func:`fresh_start_note`), or ``None`` to start fresh. Raises :class:`TrainConfigError`
+    when an asked-for checkpoint directory is not one."""
+    note = fresh_start_note(config)
+    if note is not None:
+        warnings.warn(note, stacklevel=2)
     wanted = getattr(config, "resume_from_checkpoint", None)
     if wanted in (None, False):
         return None
     if wanted is True:
         found = latest_checkpoint(config.output_dir)
-        if found is None:
-            raise TrainConfigError(
-                f"resume_from_checkpoint: no checkpoint-N directory under {config.output_dir}; "
-                "train with save_strategy='steps' first, or give a checkpoint directory"
-            )
+        assert found is not None  # fresh_start_note reset the config otherwise
         return found
     path = os.fspath(wanted)
     if not os.path.isfile(os.path.join(path, "trainer_state.json")):
@@ -75,16 +89,13 @@ def checkpoint_to_resume(config: Any) -> str | None:
     return path
 
 
-def load_model_and_tokenizer(model_path: str):
-    """``(model, tokenizer)`` through ``from_pretrained``; a tokenizer without a pad token pads
-    with its end-of-sequence token."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_model_and_tokenizer(model_path: str, allow_download: bool | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` through ``from_pretrained``, offline unless ``allow_download``
+    (see :mod:`agent_rl_plugin.train.loading`); a tokenizer without a pad token pads with its
+    end-of-sequence token."""
+    from agent_rl_plugin.train.loading import load_model_and_tokenizer as load
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path)
-    return model, tokenizer
+    return load(model_path, allow_download=allow_download)
 
 
 def summarize_run(trainer: Any, output: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -132,6 +143,7 @@ __all__ = [
     "TrainResult",
     "check_finite_weights",
     "checkpoint_to_resume",
+    "fresh_start_note",
     "latest_checkpoint",
     "load_model_and_tokenizer",
     "save_adapter",

@@ -70,6 +70,12 @@ class LoRATrainConfig:
         short="-m",
         required=True,
     )
+    allow_download: bool = option(
+        False,
+        help="Download the base model from the Hugging Face hub when it is neither a local directory nor cached "
+        "(default False: loading is offline, and an unknown name fails at once; also AGENT_RL_ALLOW_DOWNLOAD=1).",
+        flag="--allow-download",
+    )
     output_dir: str = option(
         help="Directory for checkpoints, logs and the saved LoRA adapter (<output_dir>/adapter).",
         flag="--out",
@@ -97,8 +103,12 @@ class LoRATrainConfig:
     )
     max_length: Optional[int] = option(1024, help="Truncate prompt + completion to this many tokens (None: no limit).")
     seed: int = option(42, help="Random seed of the trainer (data order, LoRA init, sampling).")
-    use_cpu: Optional[bool] = option(None, help="Train on CPU (None: auto, CPU when no GPU is available).")
-    bf16: Optional[bool] = option(None, help="Use bf16 mixed precision (None: auto, when the GPU supports it).")
+    use_cpu: Optional[bool] = option(
+        None, help="Train on CPU (None: auto, CPU when no GPU is available).", flag="--use-cpu"
+    )
+    bf16: Optional[bool] = option(
+        None, help="Use bf16 mixed precision (None: auto, when the GPU supports it).", flag="--bf16"
+    )
     logging_steps: int = option(1, help="Log metrics every this many steps.")
     save_strategy: str = option(
         "no", help="When the trainer saves checkpoints: 'no', 'steps' or 'epoch'.", choices=("no", "steps", "epoch")

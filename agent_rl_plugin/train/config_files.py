@@ -287,6 +287,10 @@ def build_config(method: str, values: Mapping[str, Any], *, where: str = "config
         raise TrainConfigError(f"{where}: {exc}") from None
 
 
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def load_config_file(
     path: str | os.PathLike[str],
     method: str | None = None,
@@ -298,14 +302,15 @@ def load_config_file(
     order and the coercions). ``method``: the method asked for (the CLI subcommand), which must
     agree with the file's; ``overrides``: values that win over the file's (``None`` ignored);
     ``defaults``: values used only where neither the file nor ``overrides`` gives one (e.g. a
-    generated ``output_dir``). Raises :class:`TrainConfigError`."""
+    generated ``output_dir``); an empty string or null in the file, as a template writes a
+    field it leaves to the user, counts as not given. Raises :class:`TrainConfigError`."""
     path = Path(path)
     data = _read(path)
     wanted = normalize_method(method) if method is not None else None
     resolved, values = _collect(data, wanted, str(path))
     for key, value in (defaults or {}).items():
-        if value is not None:
-            values.setdefault(_key(key), value)
+        if value is not None and _blank(values.get(_key(key))):
+            values[_key(key)] = value
     for key, value in (overrides or {}).items():
         if value is not None:
             values[_key(key)] = value
@@ -357,6 +362,13 @@ def _config_values(config: Any) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
 
 
+#: What a template says after a required field it leaves empty.
+_TEMPLATE_NOTES = {
+    "model": "required: a local model directory or a cached model name (or give --model)",
+    "output_dir": "empty: the command line's default, ./runs/<method>-<timestamp> (./runs/NAME with --run NAME)",
+}
+
+
 def _render(method: str, cls: type, values: Mapping[str, Any], fmt: str, *, comments: bool) -> str:
     lines: list[str] = []
     if comments:
@@ -374,7 +386,8 @@ def _render(method: str, cls: type, values: Mapping[str, Any], fmt: str, *, comm
             lines.append("")
             lines.append(f"# {declared.help}")
         if value is None and comments and declared.required:
-            lines.append(f'{name}{sep}""  # required')
+            note = _TEMPLATE_NOTES.get(name, "required")
+            lines.append(f'{name}{sep}""  # {note}')
         elif value is None:
             if fmt == "yaml":
                 lines.append(f"{name}: null")

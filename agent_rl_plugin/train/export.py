@@ -101,7 +101,7 @@ def _check_base(base: str | None, adapter_dir: Path) -> str:
         raise ExportError(
             f"base model {base} does not exist", "pass the base model's directory or name with --base (base_model=)"
         )
-    return base  # a model name, left to from_pretrained
+    return base  # a model name: found in the Hugging Face cache, or downloaded when allowed
 
 
 # -- output directory ---------------------------------------------------------------------------
@@ -171,6 +171,7 @@ def merge_adapter(
     base_model: str | None = None,
     dtype: Any = None,
     overwrite: bool = False,
+    allow_download: bool | None = None,
 ) -> str:
     """Merge a LoRA adapter into its base model and save the result with its tokenizer to
     ``out_dir``; returns ``out_dir``. The result loads with
@@ -178,7 +179,8 @@ def merge_adapter(
     ``adapter_config.json``). ``base_model`` overrides the adapter's base; ``dtype``
     (``"float32"``, ``"bfloat16"``, ``"float16"``, ``"auto"`` or a ``torch.dtype``; ``None``:
     transformers' default) is the dtype the base is loaded, merged and saved in. The tokenizer is
-    the adapter directory's when one was saved there, else the base model's. See the module
+    the adapter directory's when one was saved there, else the base model's. The base loads
+    offline unless ``allow_download`` (:mod:`agent_rl_plugin.train.loading`). See the module
     contract for ``out_dir`` and ``overwrite``."""
     adapter_dir = resolve_adapter_dir(adapter_path)
     base = _check_base(base_model or adapter_base_model(adapter_dir), adapter_dir)
@@ -188,11 +190,14 @@ def merge_adapter(
     torch_dtype = _torch_dtype(dtype)
 
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent_rl_plugin.train.loading import ModelNotFoundError, load_causal_lm, load_tokenizer
 
     kwargs = {} if torch_dtype is None else {"dtype": torch_dtype}
     try:
-        model = AutoModelForCausalLM.from_pretrained(base, **kwargs)
+        model = load_causal_lm(base, allow_download=allow_download, **kwargs)
+    except ModelNotFoundError as exc:
+        raise ExportError(f"cannot load the base model {base}: {exc}", exc.hint) from None
     except OSError as exc:
         raise ExportError(
             f"cannot load the base model {base}: {exc}", "pass the base model's local directory with --base"
@@ -208,7 +213,7 @@ def merge_adapter(
         ) from None
     tokenizer_source = str(adapter_dir) if any((adapter_dir / f).is_file() for f in _TOKENIZER_FILES) else base
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        tokenizer = load_tokenizer(tokenizer_source, allow_download=allow_download, pad=False)
     except (OSError, ValueError) as exc:
         raise ExportError(
             f"cannot load the tokenizer from {tokenizer_source}: {exc}", "pass the base model with --base"

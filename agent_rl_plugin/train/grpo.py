@@ -183,7 +183,7 @@ def train_grpo(
     from trl import GRPOConfig, GRPOTrainer
 
     started = time.perf_counter()
-    model, tokenizer = load_model_and_tokenizer(config.model)
+    model, tokenizer = load_model_and_tokenizer(config.model, config.allow_download)
     args = GRPOConfig(
         **config.trainer_arguments(),
         num_generations=config.num_generations,

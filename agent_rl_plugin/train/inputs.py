@@ -1,5 +1,5 @@
 """Checks of a training run's inputs before anything heavy loads: :func:`check_model_path`
-(a base model that ``from_pretrained`` can find) and :func:`load_jsonl_dataset` (a dataset file
+(a base model found offline, or downloads allowed) and :func:`load_jsonl_dataset` (a dataset file
 written by ``build_*_dataset`` / ``agent-rl dataset build``).
 
 Errors carry ``hint`` (the fix) and ``option`` (the argument to change: ``"model"``,
@@ -13,7 +13,6 @@ import os
 from typing import Any, TypeVar
 
 from agent_rl_plugin.train.common import TrainError
-from agent_rl_plugin.train.config import TrainConfigError
 
 E = TypeVar("E", bound=Exception)
 
@@ -25,26 +24,15 @@ def with_hint(error: E, hint: str | None, option: str | None = None) -> E:
     return error
 
 
-def check_model_path(model: str) -> None:
-    """A local model directory must exist and hold config.json; ``org/name`` (one slash, not
-    found locally) is left to ``from_pretrained`` as a model name. Raises
-    :class:`~agent_rl_plugin.train.config.TrainConfigError`."""
-    expanded = os.path.expanduser(model)
-    if os.path.isdir(expanded):
-        if not os.path.isfile(os.path.join(expanded, "config.json")):
-            raise with_hint(
-                TrainConfigError(f"model directory {model} has no config.json"),
-                "give a directory saved with save_pretrained",
-                "model",
-            )
-        return
-    looks_like_name = not model.startswith((".", "/", "~")) and model.count("/") <= 1 and "\\" not in model
-    if os.path.exists(expanded) or not looks_like_name:
-        raise with_hint(
-            TrainConfigError(f"model path {model} does not exist (or is not a directory)"),
-            "give a local model directory saved with save_pretrained, or a model name such as Qwen/Qwen2.5-0.5B-Instruct",
-            "model",
-        )
+def check_model_path(model: str, allow_download: bool | None = None) -> None:
+    """A local model directory must exist and hold config.json; ``org/name`` (not found
+    locally) must be in the Hugging Face cache unless downloads are allowed
+    (:func:`agent_rl_plugin.train.loading.resolve_model`). Raises
+    :class:`~agent_rl_plugin.train.loading.ModelNotFoundError` (a
+    :class:`~agent_rl_plugin.train.config.TrainConfigError`) naming where it looked."""
+    from agent_rl_plugin.train.loading import resolve_model
+
+    resolve_model(model, allow_download=allow_download)
 
 
 def load_jsonl_dataset(

@@ -78,7 +78,7 @@ def train_kto(
 
     started = time.perf_counter()
     resume = checkpoint_to_resume(config)
-    model, tokenizer = load_model_and_tokenizer(config.model)
+    model, tokenizer = load_model_and_tokenizer(config.model, config.allow_download)
     args = KTOConfig(
         **config.trainer_arguments(),
         beta=config.beta,
@@ -178,20 +178,21 @@ def implicit_reward_accuracy(
     prompts and completions are text or chat messages.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent_rl_plugin.train.loading import load_causal_lm, load_tokenizer
 
     model: Any  # a transformers model, or a PeftModel wrapping one
     if isinstance(model_path_or_model, (str, os.PathLike)):
-        model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path_or_model))
+        model = load_causal_lm(model_path_or_model)
         if tokenizer is None:
-            tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path_or_model))
+            tokenizer = load_tokenizer(model_path_or_model, pad=False)
     else:
         model = model_path_or_model
     if tokenizer is None:
         source = adapter_path if adapter_path is not None else getattr(model, "name_or_path", None)
         if not source:
             raise TrainError("pass tokenizer= when giving a model object without a path")
-        tokenizer = AutoTokenizer.from_pretrained(os.fspath(source))
+        tokenizer = load_tokenizer(source, pad=False)
     if adapter_path is not None:
         from peft import PeftModel
 

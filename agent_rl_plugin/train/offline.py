@@ -454,7 +454,7 @@ def train_offline_grpo(
     from transformers import TrainingArguments, set_seed
 
     started = time.perf_counter()
-    model, tokenizer = load_model_and_tokenizer(config.model)
+    model, tokenizer = load_model_and_tokenizer(config.model, config.allow_download)
     choices = ChoiceSet(tokenizer, config.choices) if config.choices else None
     embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     built = build_examples(

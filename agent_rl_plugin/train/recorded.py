@@ -54,6 +54,8 @@ def train_recorded(
     record_db: str | None,
     train: Callable[[], Any],
     on_warning: Report = warn,
+    run_id: str | None = None,
+    replace: bool = False,
 ) -> tuple[Any, str | None]:
     """Run ``train()`` with the trainer's log lines on stderr, record the run (also a failed
     one) when ``record_db`` is set; returns ``(result, run_id)``. A trainer error is raised
@@ -61,7 +63,11 @@ def train_recorded(
     saved) is raised as a :class:`~agent_rl_plugin.train.common.TrainError`.
 
     In a multi-process run every process trains, and only the main one records, with
-    ``world_size`` added to the recorded config; the others return ``run_id`` ``None``."""
+    ``world_size`` added to the recorded config; the others return ``run_id`` ``None``.
+
+    ``run_id``: the name to record the run under (default a new uuid); ``replace``: a run
+    already recorded under that name is replaced (see
+    :func:`~agent_rl_plugin.train.records.record_training_run`)."""
     # the store (duckdb) loads only to record a run
     from agent_rl_plugin.store.errors import StoreError
     from agent_rl_plugin.train.records import record_training_run
@@ -88,6 +94,8 @@ def train_recorded(
                 error=message,
                 started_at=started_at,
                 n_rows=n_rows,
+                run_id=run_id,
+                replace=replace,
             )
         except Exception as exc:  # e.g. a receiver holds the file: report the training error itself
             on_warning(f"warning: the failed run was not recorded: {exc}")
@@ -103,17 +111,24 @@ def train_recorded(
         raise with_hint(
             TrainError(f"cannot load or save the model: {exc}"), "check model and output_dir", "model"
         ) from None
-    run_id = None
+    recorded_id = None
     if record_db:
         try:
-            run_id = record_training_run(
-                record_db, result, recorded_config, dataset_sql, method=method, started_at=started_at
+            recorded_id = record_training_run(
+                record_db,
+                result,
+                recorded_config,
+                dataset_sql,
+                method=method,
+                started_at=started_at,
+                run_id=run_id,
+                replace=replace,
             )
         except StoreError as exc:  # the adapter is saved; only the record is missing
             on_warning(
                 f"warning: the run was trained (adapter {result.adapter_path}) but not recorded in {record_db}: {exc}"
             )
-    return result, run_id
+    return result, recorded_id
 
 
 def losses(result: Any) -> tuple[float | None, float | None]:

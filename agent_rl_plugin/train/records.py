@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -67,9 +68,13 @@ def record_training_run(
     started_at: datetime | None = None,
     finished_at: datetime | None = None,
     n_rows: int | None = None,
+    replace: bool = False,
 ) -> str:
     """Write a training run (``result``: a :class:`~agent_rl_plugin.train.TrainResult`, or
-    ``None`` for a run that failed before producing one) and its logged metrics; returns the run id."""
+    ``None`` for a run that failed before producing one) and its logged metrics; returns the run
+    id (``run_id``: a name given to the run, else a new uuid). ``replace``: a run already recorded
+    under ``run_id`` (e.g. the interrupted run a resumed one continues) is replaced, its metrics
+    too, in the same transaction."""
     if status not in ("ok", "error"):
         raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
     run_id = run_id or uuid.uuid4().hex
@@ -92,6 +97,9 @@ def record_training_run(
     connection = connect_writer(db_path)
     try:
         with arrow_transaction(connection, {"_arl_new_training_metrics": table}):
+            if replace:
+                connection.execute("DELETE FROM training_metrics WHERE run_id = ?", [run_id])
+                connection.execute("DELETE FROM training_runs WHERE run_id = ?", [run_id])
             connection.execute(
                 "INSERT INTO training_runs (run_id, method, model, output_dir, adapter_path, config, dataset_sql, "
                 "n_rows, started_at, finished_at, status, error, final_metrics) "
@@ -122,10 +130,43 @@ def record_training_run(
     return run_id
 
 
+#: What a run name may hold: it is also a directory name (``runs/NAME``).
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_name(name: str) -> str:
+    """``name`` when it can name a training run (letters, digits, ``.``, ``_``, ``-``; up to 128
+    characters, starting with a letter or digit); else ``ValueError``."""
+    if not isinstance(name, str) or not RUN_NAME.match(name):
+        raise ValueError(
+            f"run name {name!r} is not usable: use letters, digits, '.', '_' and '-' (up to 128 characters)"
+        )
+    return name
+
+
+def recorded_run(db_path: str | os.PathLike[str], run_id: str) -> dict[str, Any] | None:
+    """The ``training_runs`` row recorded under ``run_id`` (run_id, method, status, started_at),
+    or ``None`` (no such run, no such file, or no table yet)."""
+    if not os.path.exists(db_path):
+        return None
+    from agent_rl_plugin.store import open_reader
+
+    connection = open_reader(os.fspath(db_path))
+    try:
+        found = connection.execute(
+            "SELECT run_id, method, status, started_at FROM training_runs WHERE run_id = ?", [run_id]
+        ).fetchone()
+    except Exception:  # duckdb.CatalogException: a store without training_runs yet
+        return None
+    finally:
+        connection.close()
+    return None if found is None else dict(zip(("run_id", "method", "status", "started_at"), found))
+
+
 def _naive(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is None:
         return value
     return value.astimezone(UTC).replace(tzinfo=None)
 
 
-__all__ = ["metric_rows", "record_training_run"]
+__all__ = ["RUN_NAME", "check_run_name", "metric_rows", "record_training_run", "recorded_run"]

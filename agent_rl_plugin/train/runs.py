@@ -9,7 +9,8 @@ Python.
   or GiGPO (``'step'``) on logged LLM steps.
 
 Data: ``where`` (a condition over the ``rollouts`` view), ``sql`` (a read-only query returning
-``rollout_id``) or ``dataset_file`` (a JSONL file; such a run is not recorded); at most one.
+``rollout_id``) or ``dataset_file`` (a JSONL file; recorded too when a database is given); at
+most one. ``run_name``: the run_id the run is recorded under (default a new uuid).
 The summary is a JSON-ready dict (method, run_id, rows, steps, first/final loss, metrics,
 hardware, adapter_path, output_dir, seconds, what moved).
 
@@ -26,10 +27,11 @@ import os
 from typing import Any, Optional
 
 from agent_rl_plugin.store.errors import StoreError
-from agent_rl_plugin.train.common import TrainError
+from agent_rl_plugin.train.common import TrainError, fresh_start_note
 from agent_rl_plugin.train.config import TrainConfigError
 from agent_rl_plugin.train.inputs import check_model_path, load_jsonl_dataset, with_hint
 from agent_rl_plugin.train.recorded import Report, apply_profile, losses, train_recorded, warn
+from agent_rl_plugin.train.records import check_run_name, recorded_run
 
 
 def run_errors() -> tuple[type[Exception], ...]:
@@ -52,6 +54,63 @@ def _dataset_sql(where: str | None, sql: str | None, dataset_file: str | None) -
     if dataset_file:
         return f"file:{os.path.abspath(dataset_file)}"
     return sql or where or "all rollouts"
+
+
+def _prepare(config: Any, record_db: str | None, run_name: str | None, on_warning: Report) -> tuple[str | None, bool]:
+    """Checks before any data is built: the model is found (offline unless allowed), ``resume
+    latest`` with no checkpoint yet starts fresh (a note to ``on_warning``), and ``run_name`` is
+    usable. Returns ``(run_id, replace)``: the name to record under and whether it replaces a
+    recorded run (a failed one, or the one a resumed run continues). A name already recorded by
+    a finished run is an error unless resuming."""
+    check_model_path(config.model, config.allow_download)
+    resuming = config.resume_from_checkpoint is not None  # asked for, even when it starts fresh below
+    note = fresh_start_note(config)
+    if note:
+        on_warning(note)
+    if run_name is None:
+        return None, False
+    try:
+        check_run_name(run_name)
+    except ValueError as exc:
+        raise with_hint(TrainConfigError(str(exc)), None, "run") from None
+    existing = recorded_run(record_db, run_name) if record_db else None
+    if existing is None:
+        return run_name, False
+    if existing["status"] == "error" or resuming:
+        return run_name, True
+    raise with_hint(
+        TrainConfigError(
+            f"a training run named {run_name!r} is already recorded ({existing['method']}, {existing['status']}, "
+            f"started {existing['started_at']:%Y-%m-%d %H:%M:%S})"
+        ),
+        "choose another run name, or resume that run (resume_from_checkpoint='latest') to continue it",
+        "run",
+    )
+
+
+def constant_reward(log_history: list[dict[str, Any]]) -> float | None:
+    """The reward of an online GRPO run whose logged mean reward never changed and whose
+    within-group spread (``reward_std``) was always 0, i.e. every sampled completion got the
+    same reward and GRPO had no signal; ``None`` when the reward varied (or was not logged)."""
+    entries = [e for e in log_history if isinstance(e.get("reward"), (int, float))]
+    if not entries:
+        return None
+    values = [float(e["reward"]) for e in entries]
+    spreads = [float(e["reward_std"]) for e in entries if isinstance(e.get("reward_std"), (int, float))]
+    if not spreads and len(values) < 2:
+        return None
+    if max(values) - min(values) > 1e-9 or any(abs(x) > 1e-9 for x in spreads):
+        return None
+    return values[0]
+
+
+def _constant_reward_warning(value: float, rewards: dict[str, float]) -> str:
+    return (
+        f"warning: the reward was {value:g} for every sampled completion of the whole run, so GRPO had no signal "
+        f"and the adapter learned nothing from it; likely the reward function ({', '.join(rewards)}) returns a "
+        "constant for these prompts (check it on a few completions), or every completion was the same "
+        "(raise temperature or num_generations, or max_completion_length if answers are cut)"
+    )
 
 
 def _nothing_to_train(what: str, report: Any) -> TrainError:
@@ -103,15 +162,18 @@ def run_kto(
     progress: bool = True,
     on_profile: Optional[Report] = None,
     on_warning: Report = warn,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
-    """Build the KTO dataset (or read ``dataset_file``), train, record the run; returns the
-    summary, with the label counts and weights. Raises one of :func:`run_errors`."""
+    """Build the KTO dataset (or read ``dataset_file``), train, record the run in ``db`` (a
+    dataset-file run too, when ``db`` is given; ``run_name``: its run_id); returns the summary,
+    with the label counts and weights. Raises one of :func:`run_errors`."""
     # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
     from agent_rl_plugin.data import BuildReport, build_kto_dataset
     from agent_rl_plugin.train.kto import check_kto_dataset, train_kto
 
     _one_source(where=where, sql=sql, dataset_file=dataset_file)
-    check_model_path(config.model)
+    record_db = db if record else None
+    name, replace = _prepare(config, record_db, run_name, on_warning)
     report = None
     if dataset_file:
         dataset = load_jsonl_dataset(dataset_file)
@@ -137,9 +199,11 @@ def run_kto(
         config=config,
         dataset=dataset,
         dataset_sql=dataset_sql,
-        record_db=db if (record and not dataset_file) else None,
+        record_db=record_db,
         on_warning=on_warning,
         train=lambda: train_kto(config, dataset, hardware=profile, progress=progress),
+        run_id=name,
+        replace=replace,
     )
     summary = _summary("kto", config, result, run_id, dataset_sql, profile)
     del summary["extra"]
@@ -165,10 +229,16 @@ def run_grpo_online(
     progress: bool = True,
     on_profile: Optional[Report] = None,
     on_warning: Report = warn,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
     """Online GRPO on prompts from the store (``tasks``: from the ``tasks`` table, ``where``
     then being a condition over it), scored by the reward plugins ``rewards`` (name ->
-    weight); returns the summary with the reward curve's ends. Raises one of :func:`run_errors`."""
+    weight); returns the summary with the reward curve's ends. Raises one of :func:`run_errors`.
+
+    A run whose reward was one constant for every completion of every step (see
+    :func:`constant_reward`) trains on no signal: a warning naming the likely cause goes to
+    ``on_warning`` at the end, the summary lists it under ``warnings``, and the recorded
+    ``final_metrics`` hold ``constant_reward`` (the value)."""
     # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
     from agent_rl_plugin.data import BuildReport, DatasetError
     from agent_rl_plugin.train.grpo import train_grpo
@@ -176,6 +246,8 @@ def run_grpo_online(
     from agent_rl_plugin.train.reward_funcs import reward_functions
 
     _one_source(where=where, sql=sql)
+    record_db = db if record else None
+    name, replace = _prepare(config, record_db, run_name, on_warning)
     if where and tasks:
         from agent_rl_plugin.store.user_sql import UserSqlError, check_condition
 
@@ -206,16 +278,31 @@ def run_grpo_online(
         raise with_hint(TrainError(str(exc)), getattr(exc, "hint", None), "rewards") from None
     profile = apply_profile(config, on_profile)
     dataset_sql = ("tasks: " if tasks else "") + _dataset_sql(where, sql, None)
+    warnings: list[str] = []
+
+    def train() -> Any:
+        result = train_grpo(config, prompts, funcs, hardware=profile, progress=progress)
+        constant = constant_reward(result.log_history)
+        if constant is not None:  # in the metrics before the run is recorded
+            result.metrics["constant_reward"] = constant
+            warnings.append(_constant_reward_warning(constant, rewards))
+        return result
+
     result, run_id = train_recorded(
         method="grpo",
         config=config,
         dataset=prompts,
         dataset_sql=dataset_sql,
-        record_db=db if record else None,
+        record_db=record_db,
         on_warning=on_warning,
-        train=lambda: train_grpo(config, prompts, funcs, hardware=profile, progress=progress),
+        train=train,
+        run_id=name,
+        replace=replace,
     )
+    for warning in warnings:
+        on_warning(warning)
     summary = _summary("grpo", config, result, run_id, dataset_sql, profile)
+    summary["warnings"] = warnings
     reward = _first_last(result.log_history, "reward")
     summary["moved"] = {"reward": list(reward)} if reward else {}
     if reward:
@@ -258,6 +345,8 @@ def run_grpo_offline(
     progress: bool = True,
     on_profile: Optional[Report] = None,
     on_warning: Report = warn,
+    run_name: str | None = None,
+    recompute: bool = False,
 ) -> dict[str, Any]:
     """Offline GRPO (``config.advantage_level == 'episode'``) or GiGPO (``'step'``; advantages
     computed, or read from the ``advantages`` table with ``from_table`` / ``run_id``) on logged
@@ -268,7 +357,14 @@ def run_grpo_offline(
     of each rollout with its episode's GRPO advantage (GRPO advantages written to the
     ``advantages`` table, then the step dataset); ``"auto"`` (default) takes ``"steps"`` when a
     selected rollout made more than one LLM call, else ``"groups"``. The summary's ``recipe``
-    says which ran."""
+    says which ran.
+
+    GiGPO from the store reuses the newest stored ``gigpo`` advantages run that matches the
+    selection and rewards (:func:`~agent_rl_plugin.train.advantage_runs.latest_matching_run`)
+    unless ``run_id`` names one, ``from_table`` asks for the newest covering run, or
+    ``recompute`` computes them afresh; the summary's ``advantages`` says which (``source``:
+    ``stored``, ``computed`` or ``dataset``; ``run_id``). A dataset-file run is recorded too when
+    ``db`` is given; ``run_name``: the recorded run_id."""
     # the data layer (duckdb) and the trainers (torch) load only when a run starts
     from agent_rl_plugin.data import BuildReport, build_grpo_dataset, build_step_dataset
     from agent_rl_plugin.train.offline import train_offline_grpo
@@ -276,8 +372,18 @@ def run_grpo_offline(
     _one_source(where=where, sql=sql, dataset_file=dataset_file)
     if recipe not in RECIPES:
         raise with_hint(TrainError(f"unknown recipe {recipe!r}"), f"use one of {', '.join(RECIPES)}", "recipe")
+    record_db = db if record else None
+    name, replace = _prepare(config, record_db, run_name, on_warning)
     step_level = config.advantage_level == "step"
     method = "gigpo" if step_level else "offline_grpo"
+    advantages_used: dict[str, Any] = {"source": "dataset"} if dataset_file else {}
+    if step_level and not dataset_file and db is not None and not from_table and run_id is None and not recompute:
+        from agent_rl_plugin.train.advantage_runs import latest_matching_run
+
+        stored = latest_matching_run(db, where=where, sql=sql, weights=weights)
+        if stored is not None:
+            from_table, run_id = True, stored.run_id
+            advantages_used = {"source": "stored", "run_id": stored.run_id, "line": stored.describe()}
     used_recipe = "steps" if step_level else "groups"
     dataset_sql = _dataset_sql(where, sql, dataset_file)
     if not step_level and not dataset_file and recipe != "groups":
@@ -288,6 +394,7 @@ def run_grpo_offline(
             from agent_rl_plugin.rl import compute_advantages
 
             advantages = compute_advantages(db, "grpo", rollout_ids=ids, weights=weights, write=True)
+            advantages_used = {"source": "computed", "run_id": advantages.run_id}
             config = dataclasses.replace(config, advantage_level="step")
             step_level, from_table, run_id, used_recipe = True, True, advantages.run_id, "steps"
             where, sql = None, None
@@ -325,12 +432,20 @@ def run_grpo_offline(
         config=config,
         dataset=dataset,
         dataset_sql=dataset_sql,
-        record_db=db if (record and not dataset_file) else None,
+        record_db=record_db,
         on_warning=on_warning,
         train=lambda: train_offline_grpo(config, dataset, hardware=profile, progress=progress),
+        run_id=name,
+        replace=replace,
     )
     summary = _summary(method, config, result, new_run_id, dataset_sql, profile)
     summary["recipe"] = used_recipe
+    if not advantages_used and step_level and report is not None:
+        used = report.extra.get("advantages_run_id")
+        advantages_used = (
+            {"source": "stored", "run_id": used, "line": str(used)} if used else {"source": "computed", "run_id": None}
+        )
+    summary["advantages"] = {k: v for k, v in advantages_used.items() if k != "line"} or None
     lines, moved = [], {}
     measured = result.extra.get("logprobs") or {}
     for sign, label in (
@@ -342,6 +457,10 @@ def run_grpo_offline(
             moved[f"logp/{sign}"] = [base, trained]
             lines.append(f"{label}: {base:.4f} (base) -> {trained:.4f} (trained)")
     summary["moved"] = moved
+    if advantages_used.get("source") == "stored":
+        lines.insert(0, f"advantages: stored run {advantages_used['line']} (recompute to compute them afresh)")
+    elif advantages_used.get("source") == "computed" and method == "gigpo":
+        lines.insert(0, "advantages: computed for this run (no stored gigpo run matches this selection)")
     summary["extra_lines"] = [*lines, token_source_line(result.extra)]
     summary["build"] = report.to_dict() if report is not None else None
     return summary
@@ -368,4 +487,12 @@ def token_source_line(extra: dict[str, Any]) -> str:
     return line
 
 
-__all__ = ["RECIPES", "run_errors", "run_grpo_offline", "run_grpo_online", "run_kto", "token_source_line"]
+__all__ = [
+    "RECIPES",
+    "constant_reward",
+    "run_errors",
+    "run_grpo_offline",
+    "run_grpo_online",
+    "run_kto",
+    "token_source_line",
+]

@@ -2,15 +2,16 @@
 
 =====================  ==========================================================================
 ``tool_success``       per tool call +1 success, -1 error, -0.5 empty result; episode = mean
-``answer_quality``     heuristic 0..1: structure (0.3), depth (0.4), similarity to a reference (0.3)
+``answer_quality``     heuristic 0..1: structure, depth, similarity (source "heuristic", weight 0)
 ``coordination``       multi-agent: fewer rounds, consensus (+1 / -0.5), 2 x answer quality, tokens
 ``efficiency``         tokens, calls, duration against budgets: mean of min(1, budget / actual)
 ``format_compliance``  1/0: the final answer matches a regex or a JSON-schema subset
-``task_completion``    1/0: the final answer matches the ground truth (exact/normalised/numeric/...)
+``task_completion``    1/0: the final answer matches the ground truth (normalized/exact/equal/...)
 ``rubric_alignment``   -(generated rubric score - ground-truth rubric score)^2
 ``human_label``        the latest human label: good 1.0, bad 0.0 (source "human")
 ``learned_reward``     logistic regression fitted on human labels: P(good)
-``llm_judge``          LLM-as-a-judge: "Score: N/10" or a group "Ranking: 2 > 1 > 3" (source "llm")
+``llm_judge``          LLM judge: "Score: N/10" or "Ranking: 2 > 1" (source "llm"; no judge:
+                       ``llm_judge_heuristic``, source "heuristic", weight 0)
 ``syntax_valid``       1/0: every Python code block of the answer parses
 ``code_execution``     1/0: the answer's code (and the task's tests) runs in a sandbox
 =====================  ==========================================================================

@@ -142,13 +142,19 @@ class AnswerQuality(RewardPlugin):
     (structure + depth) / 0.7, so it still spans 0..1. An empty or missing answer scores 0.
     Every part is in ``metrics``.
 
+    A heuristic (source ``heuristic``, weight 0): it is no correctness signal, so it does not
+    count in the combined episode reward unless given a weight.
+
     Parameters: ``min_words=50``, ``max_words=800``, ``similarity="token_f1"``,
     ``reference_key="reference"``.
     """
 
     name = "answer_quality"
     version = "1"
-    weight = 1.0
+    #: A heuristic: scored and shown, but not counted in the combined episode reward unless
+    #: given a weight (``[rewards.answer_quality] weight``, ``agent-rl score -r answer_quality=W``).
+    weight = 0.0
+    source = "heuristic"
     description = "Heuristic answer quality 0..1: structure, depth, similarity to a reference."
 
     def __init__(

@@ -1,7 +1,14 @@
-"""``llm_judge``: an LLM grades each answer ("Score: N/10") or ranks a group ("Ranking: 2 > 1")."""
+"""``llm_judge``: an LLM grades each answer ("Score: N/10") or ranks a group ("Ranking: 2 > 1").
+
+Without a judge it falls back to :class:`KeywordJudge`, and says so: its rows are named
+``llm_judge_heuristic`` with source ``heuristic`` (never ``llm``), and its weight is 0 unless
+one is given, so the heuristic does not count in the combined episode reward by default.
+"""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from typing import Any, Callable, Sequence
 
@@ -11,6 +18,9 @@ from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout
 
 Judge = Callable[[list[dict[str, str]]], Any]
+#: The name and source of the rows :class:`LLMJudge` writes when no judge is configured.
+HEURISTIC_NAME = "llm_judge_heuristic"
+HEURISTIC_SOURCE = "heuristic"
 DEFAULT_RUBRIC = "Correct, complete and clearly explained; no unsupported claims."
 _SCORE = re.compile(
     r"\b(?:score|rating|grade)\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)\s*\**\s*(?:(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?", re.I
@@ -107,6 +117,29 @@ class KeywordJudge:
         return f"Key-term coverage: {details}.\nRanking: {ranking}"
 
 
+def resolve_judge(judge: Judge | str | None) -> Judge | None:
+    """``judge`` as a callable: a callable as is; ``"package.module:name"`` imported (so a config
+    file can name one: ``[rewards.llm_judge] judge = "my_pkg.judges:grade"``), a class found
+    that way instantiated without arguments; ``None`` stays ``None``. ``ValueError`` otherwise."""
+    if judge is None or (callable(judge) and not isinstance(judge, str)):
+        return judge
+    if not isinstance(judge, str) or ":" not in judge:
+        raise ValueError(
+            "llm_judge: parameter judge must be a callable judge(messages) -> str "
+            f"or 'package.module:function', got {judge!r:.80}"
+        )
+    module_name, _, attr = judge.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"llm_judge: cannot import judge {judge!r}: {type(exc).__name__}: {exc}") from None
+    if inspect.isclass(found):
+        found = found()
+    if not callable(found):
+        raise ValueError(f"llm_judge: judge {judge!r} is not callable")
+    return found
+
+
 class LLMJudge(RewardPlugin):
     """An LLM judge: pointwise "Score: N/10" -> N/10, or a group ranking -> 1.0 (best) .. 0.0.
 
@@ -124,13 +157,20 @@ class LLMJudge(RewardPlugin):
       The task and reference are the first rollout's.
 
     An unparsable reply or a failing call gives an error result (for the whole group in batch
-    mode), never a guessed score. With no ``judge``, :class:`KeywordJudge` is used when the
-    rollout (batch: the group's first rollout) has a reference; otherwise not applicable
-    (``None``).
+    mode), never a guessed score.
 
-    Parameters: ``judge=None`` (only its name goes into the parameters), ``mode="pointwise"``,
-    ``rubric`` (default: correct, complete, clearly explained, no unsupported claims),
-    ``reference_key="reference"``.
+    **No judge configured** (``judge=None``, or a :class:`KeywordJudge`): the reward is the
+    keyword heuristic, and labelled as such. Its instance is named ``llm_judge_heuristic``
+    (:data:`HEURISTIC_NAME`) with source ``heuristic``, so its rows never pass for an LLM's
+    verdict, and its weight is 0 unless one is given (``weight=``, ``[rewards.llm_judge]`` or
+    ``[rewards.llm_judge_heuristic] weight``, ``agent-rl score -r llm_judge_heuristic=W``): it
+    is scored and shown, but not counted in the combined episode reward. It scores when the
+    rollout (batch: the group's first rollout) has a reference; otherwise not applicable
+    (``None``). ``agent-rl score -r llm_judge`` still selects it.
+
+    Parameters: ``judge=None`` (a callable, or ``"package.module:function"`` to import one; only
+    its name goes into the parameters), ``mode="pointwise"``, ``rubric`` (default: correct,
+    complete, clearly explained, no unsupported claims), ``reference_key="reference"``.
     """
 
     name = "llm_judge"
@@ -141,19 +181,26 @@ class LLMJudge(RewardPlugin):
 
     def __init__(
         self,
-        judge: Judge | None = None,
+        judge: Judge | str | None = None,
         mode: str = "pointwise",
         rubric: str = DEFAULT_RUBRIC,
         reference_key: str = "reference",
         weight: float | None = None,
     ) -> None:
         check_choice(self.name, "mode", mode, ("pointwise", "batch"))
-        if judge is not None and not callable(judge):
-            raise ValueError(f"{self.name}: parameter judge must be a callable judge(messages) -> str")
+        judge = resolve_judge(judge)
         if not isinstance(rubric, str) or not rubric.strip():
             raise ValueError(f"{self.name}: parameter rubric must be a non-empty string")
         self.mode = mode  # type: ignore[misc,assignment]  # per instance: the runner batches groups when "batch"
         self._judge = judge
+        #: True when no real judge is configured: rows are the keyword heuristic's
+        self.heuristic = judge is None or isinstance(judge, KeywordJudge)
+        if self.heuristic:  # per instance, like FunctionReward: its own row name and source
+            self.name = HEURISTIC_NAME  # type: ignore[misc]
+            self.source = HEURISTIC_SOURCE  # type: ignore[misc,assignment]
+            self.description = "Keyword-overlap heuristic standing in for an LLM judge (no judge configured)."  # type: ignore[misc]
+            if weight is None:
+                weight = 0.0
         super().__init__(
             weight=weight, judge=callable_name(judge), mode=mode, rubric=rubric, reference_key=reference_key
         )
@@ -200,7 +247,9 @@ class LLMJudge(RewardPlugin):
         except (RuntimeError, ValueError) as exc:
             return EvaluateResult(error=str(exc))
         return EvaluateResult(
-            score=value, reason=reply.strip()[-300:], metrics={"judge_score": value * 10, "judge": callable_name(judge)}
+            score=value,
+            reason=reply.strip()[-300:],
+            metrics={"judge_score": value * 10, "judge": callable_name(judge), "heuristic": self.heuristic},
         )
 
     def score_batch(self, rollouts: Sequence[Rollout]) -> list[float | EvaluateResult | dict[Any, Any] | None]:
@@ -224,6 +273,7 @@ class LLMJudge(RewardPlugin):
                     "group_size": len(rollouts),
                     "ranking": ranking,
                     "judge": callable_name(judge),
+                    "heuristic": self.heuristic,
                 },
             )
             for i, value in enumerate(scores, 1)
