@@ -34,6 +34,7 @@ from agent_rl_plugin.cli.common import (
     console,
     db_path,
     output_options,
+    parse_reward_items,
     print_json,
 )
 from agent_rl_plugin.cli.score import fail_plain, say
@@ -72,28 +73,12 @@ def parse_reward_options(
     """``--reward NAME[=W]`` items (and the hidden ``--weight NAME=W`` alias) as ``(names, weights)``:
     the reward names to use (``None``: every reward present) and the weights given explicitly
     (others weigh 1). ``UserError`` names a malformed item."""
-    names: list[str] = []
-    explicit: dict[str, float] = {}
-    for item in rewards or []:
-        name, sep, text = item.partition("=")
-        name = name.strip()
-        if not name:
-            raise UserError(
-                f"bad --reward {item!r}", "use --reward NAME or --reward NAME=WEIGHT, e.g. task_completion=2"
-            )
-        if sep:
-            try:
-                explicit[name] = float(text)
-            except ValueError:
-                raise UserError(
-                    f"bad weight in --reward {item!r}", "use --reward NAME=WEIGHT, e.g. task_completion=2"
-                ) from None
-        names.append(name)
+    names, explicit = parse_reward_items(rewards)
     try:
         extra = parse_weights(weights)
     except ValueError as exc:
         raise UserError(str(exc), "use --reward NAME=WEIGHT, e.g. task_completion=2") from None
-    return (list(dict.fromkeys(names)) or None), {**extra, **explicit}
+    return (names or None), {**extra, **explicit}
 
 
 def _notes(run: Any) -> list[str]:

@@ -375,3 +375,27 @@ def output_options(*formats: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def parse_reward_items(items: list[str] | None) -> tuple[list[str], dict[str, float]]:
+    """``-r/--reward NAME[=W]`` items as ``(names, weights)``: every name once, in order, and the
+    weights given explicitly (``NAME=W``). The one parser of the option, for every command that
+    takes it; :class:`UserError` names a malformed item."""
+    names: list[str] = []
+    weights: dict[str, float] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not name:
+            raise UserError(
+                f"bad --reward {item!r}", "use --reward NAME or --reward NAME=WEIGHT, e.g. task_completion=2"
+            )
+        if sep:
+            try:
+                weights[name] = float(text)
+            except ValueError:
+                raise UserError(
+                    f"bad weight in --reward {item!r}", "use --reward NAME=WEIGHT, e.g. task_completion=2"
+                ) from None
+        names.append(name)
+    return list(dict.fromkeys(names)), weights

@@ -18,7 +18,17 @@ from rich.markup import escape
 
 from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, check_failed_rollouts, describe_failed
 from agent_rl_plugin.cli.advantages import failed_rollouts_option
-from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console, db_path, fail, make_private, print_json
+from agent_rl_plugin.cli.common import (
+    DbOption,
+    JsonOption,
+    UserError,
+    console,
+    db_path,
+    fail,
+    make_private,
+    parse_reward_items,
+    print_json,
+)
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Build KTO, GRPO and GiGPO-step datasets from recorded rollouts.", no_args_is_help=True)
@@ -47,19 +57,9 @@ def parse_rewards(values: list[str] | None, db: str | None = None) -> dict[str, 
     ``rollouts.total_reward`` applies, as ``advantages compute -r NAME`` does), else 1.0."""
     if not values:
         return None
-    weights: dict[str, float] = {}
-    bare: list[str] = []
-    for value in values:
-        name, sep, weight = value.partition("=")
-        name = name.strip()
-        if not name:
-            raise UserError(f"bad --reward {value!r}", "use --reward NAME or --reward NAME=WEIGHT")
-        try:
-            weights[name] = float(weight) if sep else 1.0
-        except ValueError:
-            raise UserError(f"bad weight in --reward {value!r}", "use --reward NAME=WEIGHT, e.g. correct=2") from None
-        if not sep:
-            bare.append(name)
+    names, explicit = parse_reward_items(values)
+    bare = [name for name in names if name not in explicit]
+    weights = {name: explicit.get(name, 1.0) for name in names}
     if bare and db:
         recorded = _recorded_weights(db)
         weights.update({name: recorded[name] for name in bare if name in recorded})

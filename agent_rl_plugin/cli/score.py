@@ -37,6 +37,7 @@ from agent_rl_plugin.cli.common import (
     db_path,
     err_console,
     fail,
+    parse_reward_items,
     print_json,
     print_rows,
 )
@@ -103,28 +104,6 @@ def _failure_line(report: Any) -> str:
     for plugin, message in report.registration_errors.items():
         parts.append(f"plugin {plugin!r} could not register its rewards ({message})")
     return "; ".join(parts)
-
-
-def parse_reward_items(items: list[str] | None) -> tuple[list[str], dict[str, float]]:
-    """``-r NAME[=W]`` items as ``(names, weights)``; :class:`UserError` for a malformed one."""
-    names: list[str] = []
-    weights: dict[str, float] = {}
-    for item in items or []:
-        name, sep, text = item.partition("=")
-        name = name.strip()
-        if not name:
-            raise UserError(
-                f"bad --reward {item!r}", "use --reward NAME or --reward NAME=WEIGHT, e.g. task_completion=2"
-            )
-        if sep:
-            try:
-                weights[name] = float(text)
-            except ValueError:
-                raise UserError(
-                    f"bad weight in --reward {item!r}", "use --reward NAME=WEIGHT, e.g. task_completion=2"
-                ) from None
-        names.append(name)
-    return list(dict.fromkeys(names)), weights
 
 
 def _number(value: float | None) -> str:

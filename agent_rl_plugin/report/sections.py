@@ -108,7 +108,7 @@ def rewards(
     intro = (
         "Episode rewards per reward name (a plugin's latest score, or the sum of what the agent emitted), "
         "and the combined reward per rollout: sum(weight x value) / sum(weight) over its names, with the "
-        "weights `agent-rl score` recorded (agent-rl score --explain ROLLOUT shows the terms)."
+        "weights agent-rl score recorded (agent-rl score --explain ROLLOUT shows the terms)."
     )
     body = plot_grid(plots, wide=("plot-rewards-names",)) + "<h3>Reward names</h3>" + table + error_html
     return h.section("rewards", "Rewards", body, intro), plots
