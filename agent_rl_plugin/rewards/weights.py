@@ -70,6 +70,7 @@ def record_weights(db_path: str, weights: Mapping[str, float], set_by: str = SET
     weight changes); returns the names whose weight changed (or was new) with their weight. The
     write lock is taken only when something changes."""
     from agent_rl_plugin.store import connect_writer, open_reader
+    from agent_rl_plugin.store.transaction import arrow_transaction
 
     wanted = check_weights(weights)
     if not wanted:
@@ -84,17 +85,12 @@ def record_weights(db_path: str, weights: Mapping[str, float], set_by: str = SET
         return {}
     connection = connect_writer(db_path, what="agent-rl score (recording reward weights)")
     try:
-        connection.execute("BEGIN TRANSACTION")
-        try:
+        with arrow_transaction(connection, {}):  # one transaction: all the weights or none
             connection.executemany(
                 "INSERT OR REPLACE INTO reward_weights (name, weight, set_by, updated_at) "
                 "VALUES (?, ?, ?, timezone('UTC', now()))",
                 [[name, weight, set_by] for name, weight in changed.items()],
             )
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
     finally:
         connection.close()
     return changed
