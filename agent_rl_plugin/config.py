@@ -102,13 +102,20 @@ class RLConfig(BaseModel):
     service_name: str = Field("agent-rl", description="OTel resource service.name for our provider.")
     export_batch_size: int = Field(512, ge=1, description="Spans per export batch.")
     export_delay_ms: int = Field(500, ge=1, description="Longest time a finished span waits before being exported.")
-    max_queue_size: int = Field(65_536, ge=1, description="Finished spans held in memory before new ones are dropped.")
+    max_queue_size: int = Field(
+        4_096,
+        ge=1,
+        description="Finished spans held in memory waiting for export (about 3 KB each); when "
+        "the queue is full, the thread finishing a span waits (see queue_full_wait_ms).",
+    )
     queue_full_wait_ms: int = Field(
-        2_000,
+        10_000,
         ge=0,
-        description="When the span queue is full, the thread finishing a span waits up to this "
-        "long for room (back-pressure: a burst slows the agent instead of losing spans); 0 "
-        "drops at once, as the OpenTelemetry SDK does. Drops are counted (tracing.dropped_spans()).",
+        description="When the span queue is full, the thread finishing a span waits for room for "
+        "as long as the exporter makes progress (back-pressure: a fast agent is slowed to the "
+        "exporter's pace instead of losing spans); a span is dropped only after the exporter made "
+        "no progress for this long. 0 drops at once, as the OpenTelemetry SDK does. Drops are "
+        "counted (tracing.dropped_spans()).",
     )
     flush_on_sigterm: bool = Field(
         True,

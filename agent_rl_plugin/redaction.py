@@ -14,8 +14,10 @@ Contract:
 * Fast path: with only default patterns (:data:`~agent_rl_plugin.config.DEFAULT_REDACTION_PATTERNS`,
   or some of them), a few substring tests (:func:`may_match_defaults`, once over an attribute
   dict's strings joined) rule out text where none can match, so the common case (nothing to
-  mask) runs no regular expression; where one may, each default pattern runs only if its own
-  literal test passes. Added patterns run on every string of at least one character.
+  mask) runs no regular expression; where one may, each default pattern whose literal test
+  passes searches the joined strings once, and only a match there sends each string through
+  :meth:`Redactor.redact` (where each default pattern runs only if its own literal test passes
+  on that string). Added patterns run on every string of at least one character.
 * :func:`redactor_for` is the redactor a config asks for: ``redaction_patterns``, then
   ``redact_patterns``, then the patterns returned by ``agent_rl_redaction_patterns`` hooks
   (collected when :func:`redactor_for` is called with ``refresh=True``, as
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import DEFAULT_REDACTION_PATTERNS, RLConfig
@@ -71,7 +73,18 @@ _GLOBAL_FLAGS = re.compile(r"^\(\?([imsx]+)\)")
 _warned: set[str] = set()
 _UNSEEN: Any = object()
 
-Gate = Callable[[str, str], bool]  # (text, text.lower()) -> may the pattern match in text?
+Gate = Callable[[str, str], bool]  # (text, folded(text)) -> may the pattern match in text?
+
+#: Characters other than ASCII letters that a case-insensitive regular expression matches as
+#: one (``(?i:s)`` matches ``ſ``, ``(?i:i)`` matches ``ı`` and ``İ``; ``K``, the Kelvin sign, lowers
+#: to ``k`` already): the gates' lower-case text must show them as that letter.
+_FOLD = str.maketrans({"\u017f": "s", "\u0131": "i", "\u0130": "i"})
+
+
+def folded(text: str) -> str:
+    """``text`` lower-cased for the gates' substring tests: every character a case-insensitive
+    default pattern matches as an ASCII letter shows as that letter."""
+    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
 
 
 def _kv_gate(text: str, low: str) -> bool:
@@ -119,12 +132,52 @@ def may_match_defaults(text: str) -> bool:
         or ("Y" in text and "PRIVATE KEY" in text)
     ):
         return True
-    low = text.lower()
+    low = folded(text)
     if "secret" in low or "bearer" in low:  # AWS secrets named in prose, Bearer tokens
         return True
     if ":" not in text and "=" not in text:  # every other pattern has a name, then ':' or '='
         return False
     return "key" in low or "passw" in low or "pwd" in low or "token" in low or ("z" in low and "authoriz" in low)
+
+
+def default_candidates(text: str) -> list[str]:
+    """The default patterns whose gate (see :data:`_DEFAULT_GATES`) passes on ``text``: the
+    same answer as asking each gate, in straight-line code (one :func:`folded`, substring tests
+    behind single-character ones); tests/test_redaction_patterns.py checks the equivalence."""
+    low = folded(text)
+    found: list[str] = []  # a list: the caller iterates it once
+    add = found.append
+    pem, jwt, url, kv1, kv2, kv3, aws, basic, bearer, sk, akia, gh, ghpat, xox, aiza = DEFAULT_REDACTION_PATTERNS
+    if "Y" in text and "PRIVATE KEY" in text:
+        add(pem)
+    if "J" in text and "eyJ" in text:
+        add(jwt)
+    if "@" in text and "://" in text:
+        add(url)
+    if ("=" in text or ":" in text) and (
+        "passw" in low or "pwd" in low or "secret" in low or "token" in low or "key" in low
+    ):
+        found += (kv1, kv2, kv3)
+    if "secret" in low and "aws" in low:
+        add(aws)
+    if "authoriz" in low and "basic" in low:
+        add(basic)
+    if "bearer" in low:
+        add(bearer)
+    if "-" in text and "sk-" in text:
+        add(sk)
+    if "x" in text and "xox" in text:
+        add(xox)
+    if "AKIA" in text or "ASIA" in text:
+        add(akia)
+    if "_" in text:
+        if _GITHUB.search(text) is not None:
+            add(gh)
+        if "github_pat_" in text:
+            add(ghpat)
+    if "z" in text and "AIza" in text:
+        add(aiza)
+    return found
 
 
 def _warn_once(pattern: str, why: str) -> None:
@@ -176,6 +229,10 @@ class Redactor:
         self.defaults_only = all(gate is not None for _, _, gate in steps)
         self.min_length = MIN_LENGTH if self.defaults_only else 1
         self._names: dict[str, str | None] = {}  # redact_name's memory: None = unchanged
+        #: For :meth:`_matches_joined`: default pattern -> does it match somewhere in a text?
+        self._searches: dict[str, Callable[[str], bool]] = {
+            pattern: _search_of(regex) for (regex, _, gate), pattern in zip(steps, kept) if gate is not None
+        }
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -185,7 +242,7 @@ class Redactor:
         """``text`` with every match masked; ``text`` itself when nothing matched."""
         if len(text) < self.min_length or (self.defaults_only and not may_match_defaults(text)):
             return text
-        low = text.lower()
+        low = folded(text)
         out = text
         for regex, replacement, gate in self._steps:
             if gate is None or gate(text, low):
@@ -220,21 +277,50 @@ class Redactor:
             return changed
         return value
 
+    def _matches_joined(self, joined: str) -> bool:
+        """Whether any pattern (default ones only: see below) matches in ``joined``, strings
+        joined with NUL. False means no pattern matches in any of the strings, so none changes.
+        This holds because every default pattern is *separator-safe*: one that matches in one
+        of the strings also matches in the joined text, where the text it matched is unchanged
+        and each assertion at the string's edges (``\\b``, the look-behinds and look-aheads)
+        holds next to a NUL as it does at a string's start or end (the PEM pattern's ``\\Z``:
+        its lazy tail reaches the joined text's end instead); tests/test_redaction_patterns.py
+        checks it. Used when a literal test passed (``task-1`` holds ``sk-``): one search per
+        candidate pattern (:func:`default_candidates`) instead of a scan of every string."""
+        searches = self._searches
+        for pattern in default_candidates(joined):
+            found = searches.get(pattern)
+            if found is not None and found(joined):
+                return True
+        return False
+
+    def cannot_change(self, attributes: Mapping[str, Any]) -> bool:
+        """True only when :meth:`redact_attributes` would change none of ``attributes``' values
+        (it never changes ``attributes``): a redactor of default patterns, values that are plain
+        ``str`` (or no text at all: numbers, booleans, bytes) and, in their NUL-joined text, no
+        literal test nor pattern match. False means "not known": the caller redacts as usual.
+        Nested values and ``str`` subclasses always answer False (fail closed)."""
+        if not self.defaults_only:
+            return False
+        texts = []
+        for value in attributes.values():
+            kind = type(value)
+            if kind is str:
+                if len(value) >= MIN_LENGTH:
+                    texts.append(value)
+            elif kind not in _NO_TEXT:
+                return False
+        if not texts:
+            return True
+        # One scan of the strings joined rules out the common case (no literal, no regex).
+        # A literal cannot span the NUL separator, so a miss here is a miss in every string.
+        joined = "\x00".join(texts)
+        return not may_match_defaults(joined) or not self._matches_joined(joined)
+
     def redact_attributes(self, attributes: dict[str, Any]) -> bool:
         """Mask secrets in ``attributes``' values in place; True when any value changed."""
-        if self.defaults_only:
-            texts = []
-            nested = False
-            for value in attributes.values():
-                if type(value) is str:
-                    if len(value) >= MIN_LENGTH:
-                        texts.append(value)
-                elif isinstance(value, (list, tuple, dict)):
-                    nested = True
-            # One scan of the strings joined rules out the common case (no literal, no regex).
-            # A literal cannot span the NUL separator, so a miss here is a miss in every string.
-            if not nested and (not texts or not may_match_defaults("\x00".join(texts))):
-                return False
+        if self.cannot_change(attributes):
+            return False
         changed = False
         for key, value in attributes.items():
             if isinstance(value, (str, list, tuple, dict)):
@@ -243,6 +329,25 @@ class Redactor:
                     attributes[key] = new
                     changed = True
         return changed
+
+
+_LOOKBEHIND = re.compile(r"\(\?<!\[[^\]()]*\]\)")
+
+
+def _search_of(regex: re.Pattern[str]) -> Callable[[str], bool]:
+    """Whether ``regex`` matches somewhere in a text. A pattern that starts with a negative
+    look-behind on a character class (``(?<![A-Za-z0-9])sk-...``) defeats the regex engine's
+    literal-prefix scan (~10x slower); it is first searched without the look-behind, which
+    matches wherever the full pattern does, so a miss there is a miss (nearly every text)."""
+    lead = _LOOKBEHIND.match(regex.pattern)
+    if lead is None:
+        return lambda text: regex.search(text) is not None
+    relaxed = re.compile(regex.pattern[lead.end() :], regex.flags)
+    return lambda text: relaxed.search(text) is not None and regex.search(text) is not None
+
+
+#: Value types that hold no text :meth:`Redactor.redact_value` could change.
+_NO_TEXT = frozenset({int, float, bool, bytes, type(None)})
 
 
 # --- the redactor of a config ------------------------------------------------------------
@@ -274,17 +379,35 @@ def hook_patterns(refresh: bool = False) -> tuple[str, ...]:
     return _hook_patterns
 
 
+#: The last answer of :func:`redactor_for`: (redaction_patterns, redact_patterns, hook patterns,
+#: answer). The attribute hook asks once per span, nearly always about the same patterns: equal
+#: lists and the same hook tuple give the same answer without building and hashing the key.
+_last: tuple[list[str], list[str], tuple[str, ...], Redactor | None] | None = None
+
+
 def redactor_for(config: RLConfig, refresh: bool = False) -> Redactor | None:
     """The redactor ``config`` asks for, or ``None`` (see the module contract)."""
+    global _last
     if not config.redact:
         return None
-    key = (tuple(config.redaction_patterns), tuple(config.redact_patterns), hook_patterns(refresh))
+    hooks = hook_patterns(refresh)
+    last = _last
+    if (
+        last is not None
+        and last[2] is hooks
+        and config.redaction_patterns == last[0]
+        and config.redact_patterns == last[1]
+    ):
+        return last[3]
+    key = (tuple(config.redaction_patterns), tuple(config.redact_patterns), hooks)
     redactor = _cache.get(key)
     if redactor is None:
         if len(_cache) > 32:
             _cache.clear()
         redactor = _cache[key] = Redactor(p for group in key for p in group)
-    return redactor if redactor else None
+    answer = redactor if redactor else None
+    _last = (list(key[0]), list(key[1]), hooks, answer)
+    return answer
 
 
 def redact_text(text: str, patterns: Sequence[str]) -> str:

@@ -8,7 +8,11 @@ Contract:
   (pydantic-ai, OpenInference instrumentors) land in the same store.
 * Our processor is a :class:`AgentRLSpanProcessor`: it stamps the current rollout's ids on every
   span started inside a rollout (ours and other libraries'), and hands finished spans to one
-  ``BatchSpanProcessor`` per exporter registered through ``agent_rl_register_exporters``.
+  batch processor per exporter registered through ``agent_rl_register_exporters``: a
+  :class:`~agent_rl_plugin.span_queue.CountingBatchSpanProcessor` of ``max_queue_size`` spans in
+  front of a :class:`~agent_rl_plugin.span_queue.BackPressureExporter`. Memory stays bounded:
+  when the agent outruns the exporter, the thread ending a span waits for room (back-pressure;
+  spans are dropped, and counted, only with ``queue_full_wait_ms=0`` or a stalled exporter).
 * :func:`configure` is idempotent: the same settings again change nothing; new settings swap
   the exporters inside our processor (flushing the old ones first) without touching the provider.
 * Nothing here ever raises into agent code after configuration: exporter failures are counted
@@ -30,7 +34,6 @@ import atexit
 import logging
 import signal
 import threading
-import time
 from typing import Any, Callable, cast
 
 from opentelemetry import context as otel_context
@@ -38,14 +41,20 @@ from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from agent_rl_plugin import semconv
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.context import current_rollout_attributes, mark_covered
 from agent_rl_plugin.ids import PrivateIdGenerator
 from agent_rl_plugin.plugins import get_plugin_manager
-from agent_rl_plugin.transform import TransformingSpanExporter, with_attribute_transform, with_attributes
+from agent_rl_plugin.span_queue import BackPressureExporter, CountingBatchSpanProcessor, pending_probe
+from agent_rl_plugin.transform import (
+    TransformingSpanExporter,
+    span_unchanged,
+    with_attribute_transform,
+    with_attributes,
+)
 from agent_rl_plugin.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -321,7 +330,12 @@ def _set_exporters(exporters: dict[str, SpanExporter]) -> None:
     config = STATE.config or RLConfig()
     children: list[tuple[SpanProcessor, SpanExporter]] = []
     for exporter in exporters.values():
-        wrapped = _KeepOpen(_copy_only_changed(with_attribute_transform(exporter, config)))
+        wrapped = _KeepOpen(
+            _copy_only_changed(with_attribute_transform(exporter, config)),
+            pending=pending_probe(exporter),
+            max_pending=config.max_queue_size,
+            stall_s=config.queue_full_wait_ms / 1000,
+        )
         batch = CountingBatchSpanProcessor(
             wrapped,
             max_queue_size=config.max_queue_size,
@@ -365,6 +379,9 @@ class _CopyOnlyChangedExporter(TransformingSpanExporter):
     def _copy(self, span: ReadableSpan) -> ReadableSpan:
         name = span.name
         transform = self._transform
+        quick = getattr(transform, "unchanged", None)  # no copy, no compare: see span_unchanged
+        if quick is not None and span_unchanged(span, quick):
+            return span
         unchanged = True
         events = []
         for e in span.events:  # events first, then the span: the wrapped class's order
@@ -380,51 +397,6 @@ class _CopyOnlyChangedExporter(TransformingSpanExporter):
         return with_attributes(span, attributes, events)
 
 
-class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """OpenTelemetry's batch processor with back-pressure and a drop count.
-
-    When its queue is full, the thread ending a span wakes the export thread and waits up to
-    ``queue_full_wait_s`` for room (the SDK would drop the oldest queued span at once, with only
-    a warning per span); a span that still finds no room is dropped and counted in
-    :attr:`dropped` (summed by :func:`dropped_spans`), the first drop logged once as an error
-    with the fix. Spans ended while the export thread itself is exporting never wait."""
-
-    def __init__(self, *args: Any, queue_full_wait_s: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.dropped = 0
-        self.waited = 0
-        self.queue_full_wait_s = max(0.0, float(queue_full_wait_s))
-
-    def on_end(self, span: ReadableSpan) -> None:
-        inner = getattr(self, "_batch_processor", None)
-        queue, limit = getattr(inner, "_queue", None), getattr(inner, "_max_queue_size", None)
-        if queue is not None and limit is not None and len(queue) >= limit:
-            if not self._wait_for_room(inner, queue, limit):
-                self.dropped += 1
-                if self.dropped == 1:
-                    logger.error(
-                        "agent-rl: the span queue is full (max_queue_size=%d): spans are being dropped "
-                        "[fix: raise max_queue_size or queue_full_wait_ms, or lower export_delay_ms; "
-                        "count: agent_rl_plugin.tracing.dropped_spans()]",
-                        limit,
-                    )
-        super().on_end(span)
-
-    def _wait_for_room(self, inner: Any, queue: Any, limit: int) -> bool:
-        if self.queue_full_wait_s <= 0 or threading.current_thread() is getattr(inner, "_worker_thread", None):
-            return False
-        self.waited += 1
-        awaken = getattr(inner, "_worker_awaken", None)
-        deadline = time.monotonic() + self.queue_full_wait_s
-        while len(queue) >= limit:
-            if awaken is not None:
-                awaken.set()
-            if time.monotonic() >= deadline or getattr(inner, "_shutdown", False):
-                return False
-            time.sleep(0.001)
-        return True
-
-
 def dropped_spans() -> int:
     """Spans dropped before reaching an exporter because a batch queue was full, since the
     current exporters were attached (what exporters drop is in their own stats)."""
@@ -434,17 +406,9 @@ def dropped_spans() -> int:
     return sum(getattr(child, "dropped", 0) for child, _ in processor._children)
 
 
-class _KeepOpen(SpanExporter):
-    """Forwards to an exporter but leaves closing it to :func:`_set_exporters`."""
-
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
-
-    def export(self, spans):  # type: ignore[no-untyped-def]
-        return self.inner.export(spans)
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+class _KeepOpen(BackPressureExporter):
+    """Forwards to an exporter (with back-pressure, see :class:`BackPressureExporter`) but
+    leaves closing it to :func:`_set_exporters`."""
 
     def shutdown(self) -> None:
         self.inner.force_flush()

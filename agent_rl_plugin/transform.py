@@ -15,17 +15,19 @@ which hands on a span unchanged when none of these holds a secret).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link
 from opentelemetry.trace.status import Status
 
+from agent_rl_plugin import redaction
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.plugins import get_plugin_manager
-from agent_rl_plugin.redaction import redactor_for
+from agent_rl_plugin.redaction import CONTENT_KEYS, CONTENT_PREFIXES, redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,12 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     raises is logged once and skipped; the others still run. The function's ``redactor``
     attribute is the config's redactor (``None`` when redaction is off); making the transform
     collects the ``agent_rl_redaction_patterns`` hooks again.
+
+    Its ``unchanged(attributes) -> bool`` attribute answers, without copying, True only when the
+    transform would return a mapping equal to ``attributes`` (same keys, order and values): when
+    the only implementation is the built-in one (:mod:`agent_rl_plugin.redaction`), no content
+    key is to be dropped and :meth:`~agent_rl_plugin.redaction.Redactor.cannot_change` rules out
+    every secret. Any other implementation makes it always False (the transform must run).
     """
     redactor = redactor_for(config, refresh=True)
     impls = get_plugin_manager().hook.agent_rl_transform_attributes.get_hookimpls()
@@ -60,8 +68,43 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
                     )
         return copy
 
+    only_builtin = functions == [redaction.agent_rl_transform_attributes]
+
+    def unchanged(attributes: Mapping[str, Any]) -> bool:
+        if not only_builtin:
+            return False
+        if not config.capture_content and any(k in CONTENT_KEYS or k.startswith(CONTENT_PREFIXES) for k in attributes):
+            return False
+        if not config.redact:
+            return True
+        current = redactor_for(config)  # what the hook itself would use
+        return current is None or current.cannot_change(attributes)
+
     transform.redactor = redactor  # type: ignore[attr-defined]
+    transform.unchanged = unchanged  # type: ignore[attr-defined]
     return transform
+
+
+def span_unchanged(span: ReadableSpan, unchanged: Callable[[Mapping[str, Any]], bool]) -> bool:
+    """True when ``unchanged`` (a transform's, see :func:`make_attribute_transform`) holds for
+    the span's attributes and every event's, and the span dropped no attribute, event or link:
+    a copy with transformed attributes would then carry the same data. Reads ReadableSpan's
+    private fields where its class uses ReadableSpan's own properties (which copy under locks)."""
+    if span.dropped_attributes or span.dropped_events or span.dropped_links:
+        return False
+    events, _ = _events_and_links(span)
+    attributes = span._attributes if _plain(type(span)) else span.attributes  # noqa: SLF001 - read only
+    if attributes and not unchanged(_mapping(attributes)):
+        return False
+    for event in events:
+        event_attributes = event.attributes
+        if event_attributes and not unchanged(_mapping(event_attributes)):
+            return False
+    return True
+
+
+def _mapping(attributes: Any) -> Mapping[str, Any]:
+    return attributes._dict if type(attributes) is BoundedAttributes else attributes  # noqa: SLF001 - read only
 
 
 def with_attribute_transform(exporter: SpanExporter, config: RLConfig) -> SpanExporter:
@@ -97,6 +140,12 @@ class TransformingSpanExporter(SpanExporter):
         events = tuple(Event(e.name, self._transform(dict(e.attributes or {}), name), e.timestamp) for e in span.events)
         return with_attributes(span, self._transform(dict(span.attributes or {}), name), events)
 
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
 
 def with_attributes(span: ReadableSpan, attributes: dict[str, Any], events: Sequence[Event]) -> ReadableSpan:
     """A copy of ``span`` with other attributes and events; everything else is the span's own."""
@@ -115,12 +164,6 @@ def with_attributes(span: ReadableSpan, attributes: dict[str, Any], events: Sequ
         end_time=span.end_time,
     )
 
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
 
 def redact_span_fields(span: ReadableSpan, redactor: Any) -> ReadableSpan:
     """``span`` with secrets masked in its name, status message, event names, link and resource
@@ -128,6 +171,9 @@ def redact_span_fields(span: ReadableSpan, redactor: Any) -> ReadableSpan:
     status = span.status
     events, links = _events_and_links(span)
     name = redactor.redact_name(span.name)
+    if not events and not links and not status.description:  # the common span: name and resource
+        if name is span.name and _redacted_resource(span.resource, redactor) is span.resource:
+            return span
     description = redactor.redact(status.description) if status.description else status.description
     event_names = [redactor.redact_name(e.name) for e in events]
     new_links = [_redacted_link(link, redactor) for link in links] if links else []
@@ -161,14 +207,22 @@ def redact_span_fields(span: ReadableSpan, redactor: Any) -> ReadableSpan:
 _plain_types: dict[type, bool] = {}
 
 
+def _plain(cls: type) -> bool:
+    """Whether ``cls`` uses ReadableSpan's own ``attributes``, ``events`` and ``links``."""
+    plain = _plain_types.get(cls)
+    if plain is None:
+        plain = _plain_types[cls] = (
+            getattr(cls, "events", None) is ReadableSpan.events
+            and getattr(cls, "links", None) is ReadableSpan.links
+            and getattr(cls, "attributes", None) is ReadableSpan.attributes
+        )
+    return plain
+
+
 def _events_and_links(span: ReadableSpan) -> tuple[Sequence[Event], Sequence[Link]]:
     """The span's events and links, read from ReadableSpan's private fields when its class uses
     ReadableSpan's own properties (which copy each under a lock), else through them."""
-    cls = type(span)
-    plain = _plain_types.get(cls)
-    if plain is None:
-        plain = _plain_types[cls] = cls.events is ReadableSpan.events and cls.links is ReadableSpan.links
-    if plain:
+    if _plain(type(span)):
         events, links = span._events, span._links  # noqa: SLF001 - read-only, as the properties do
         return getattr(events, "_dq", events) or (), getattr(links, "_dq", links) or ()
     return span.events, span.links

@@ -6,8 +6,11 @@ each make one tool call (2 spans per iteration), with or without agent-rl.
     python bench/memory_agent.py --mode imported --spans 100000 --db /tmp/x.duckdb   # configured, nothing traced
     python bench/memory_agent.py --mode opened --db /tmp/x.duckdb    # configured, 2 spans (the store opened)
 
-Prints one JSON line: the peak RSS (``ru_maxrss``) taken after the last span is committed, and
-for ``traced`` the rows in the database.
+Prints one JSON line: the peak RSS (``ru_maxrss``) taken after the last span is committed; the
+peak so far after each tenth of the loop (``peak_by_spans``: [[spans, MB], ...], to see whether it
+stays flat); for ``traced`` the rows in the database, the spans dropped (by the span queue and by
+the exporter), the span ends that waited for room in the queue (back-pressure) and the spool
+segments left unmerged at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ import json
 import resource
 import sys
 import time
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def lookup(item: str) -> float:
@@ -45,23 +52,35 @@ def main() -> None:
         if args.mode in ("traced", "opened"):
             lookup = arl.trace_tool(name="lookup")(lookup)  # the agent calls the traced tool
             run_agent = arl.trace_agent(name="shopper")(agent)
+    iterations = 1 if args.mode == "opened" else args.spans // 2
+    tenth = max(1, iterations // 10)
+    curve = []
     started = time.perf_counter()
-    for step in range(1 if args.mode == "opened" else args.spans // 2):
+    for step in range(iterations):
         run_agent(f"How much do {step % 7 + 1} notebooks cost? Task {step}.", step)
+        if (step + 1) % tenth == 0:
+            curve.append([2 * (step + 1), peak_mb()])
     seconds = time.perf_counter() - started
     if args.mode != "plain":
-        arl.flush(600)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    out = {"mode": args.mode, "peak_rss_mb": peak_mb, "loop_s": seconds}
+        arl.flush(1800)
+    out = {"mode": args.mode, "peak_rss_mb": peak_mb(), "loop_s": seconds, "peak_by_spans": curve}
     if args.mode == "traced":
-        from agent_rl_plugin.store import open_reader
-
-        connection = open_reader(args.db)
-        out["rows"] = connection.execute("select count(*) from spans").fetchone()[0]
-        connection.close()
         from agent_rl_plugin import tracing
+        from agent_rl_plugin.store import open_reader
+        from agent_rl_plugin.store.spool import list_segments
 
-        out["dropped"] = sum(e.stats["spans_dropped"] for e in tracing.STATE.exporters.values() if hasattr(e, "stats"))
+        out["segments_left"] = len(list_segments(args.db))
+        exporters = [e for e in tracing.STATE.exporters.values() if hasattr(e, "stats")]
+        out["dropped"] = sum(e.stats["spans_dropped"] for e in exporters) + tracing.dropped_spans()
+        children = tracing.STATE.processor._children if tracing.STATE.processor is not None else ()
+        out["waited"] = sum(getattr(child, "waited", 0) for child, _ in children)
+        out["exporter_waits"] = sum(getattr(exporter, "waited", 0) for _, exporter in children)
+        connection = open_reader(args.db)
+        counts = connection.execute("select count(*), count(distinct (trace_id, span_id)) from spans").fetchone()
+        assert counts is not None
+        out["rows"], out["distinct_spans"] = counts
+        connection.close()
+        out["segments_after_reader"] = len(list_segments(args.db))
     print(json.dumps(out))
     sys.stdout.flush()
 

@@ -134,6 +134,7 @@ def test_serialisation_failure_never_reaches_the_agent(span_exporter, monkeypatc
 
     monkeypatch.setattr(span_helpers, "to_json_attribute", broken)
     monkeypatch.setattr(span_helpers, "to_json", lambda value: broken(value, 0))
+    monkeypatch.setattr(span_helpers, "_ITERENCODE", lambda value, level: broken(value, 0))  # the dict/list fast path
     monkeypatch.setattr(span_helpers, "_logged", set())
     with caplog.at_level(logging.WARNING, logger="agent_rl_plugin.instrumentation"):
         assert echo([1, 2]) == [1, 2]

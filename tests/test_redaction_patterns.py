@@ -186,3 +186,78 @@ def test_names_are_remembered_and_still_masked_the_second_time(defaults):
     assert first == second == "agent [REDACTED]"
     plain = "invoke_agent planner"
     assert defaults.redact_name(plain) is plain and defaults.redact_name(plain) is plain
+
+
+# Neighbours a string may have in the joined text of redact_attributes' fast path: what could
+# turn an assertion at a string's edge, or extend a match, if the NUL separator were not neutral.
+EDGES = ["", "a", "x" * 8, "null", "true", "=", ":", "'", '"', "[", " ", "\n", "task-1", "-----END RSA PRIVATE KEY-----",
+         "==", "/+", "AKIA", "_", "\x00", "Bearer"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_default_pattern_is_separator_safe(name):
+    """A default pattern that matches in one string matches in that string joined with NUL to its
+    neighbours: what makes a miss on the joined strings (Redactor._matches_joined) a miss in each."""
+    import re
+
+    text, secret, _ = CASES[name]
+    pieces = {text, secret, text.strip(), text[: len(text) // 2 + 8]}
+    for pattern in DEFAULT_REDACTION_PATTERNS:
+        regex = re.compile(pattern)
+        for piece in pieces:
+            if regex.search(piece) is None:
+                continue
+            for before in EDGES:
+                for after in EDGES:
+                    joined = "\x00".join(p for p in (before, piece, after) if p)
+                    assert regex.search(joined) is not None, (pattern, before, piece, after)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attribute_dicts_mask_as_each_string_alone(defaults, name):
+    """redact_attributes (joined-text fast path) gives what redact gives each string on its own,
+    next to strings that pass the cheap literal test but hold no secret."""
+    text, secret, _ = CASES[name]
+    for neighbours in (["task-1", "group-9"], ["x" * 8], ["null", "token=[REDACTED]"], []):
+        attributes = {f"k{i}": value for i, value in enumerate([*neighbours, text, *neighbours])}
+        expected = {key: defaults.redact(value) for key, value in attributes.items()}
+        assert defaults.redact_attributes(attributes)
+        assert attributes == expected and secret not in json.dumps(attributes)
+
+
+def test_literal_hits_without_a_secret_cost_one_search_not_one_per_string(defaults, monkeypatch):
+    """'task-1' holds 'sk-' (the OpenAI key's literal): the joined strings are searched once and
+    no string goes through redact on its own."""
+    attributes = {"gen_ai.task.id": "task-000123", "group": "group-000004", "model": "tiny-model",
+                  "messages": '[{"role":"user","content":"What is 17 * 23? Use the calculator tool."}]'}
+    before = dict(attributes)
+
+    def no_per_string_scan(text):
+        raise AssertionError(f"scanned {text!r} alone")
+
+    monkeypatch.setattr(defaults, "redact", no_per_string_scan)
+    assert not defaults.redact_attributes(attributes)
+    assert attributes == before
+
+
+def test_redactor_for_follows_patterns_changed_in_place(plugin_manager):
+    """redactor_for remembers its last answer; a pattern list changed in place, a new config with
+    other patterns, or refreshed hooks still get the redactor their patterns ask for."""
+    config = RLConfig(db_path=None)
+    first = redactor_for(config, refresh=True)
+    assert redactor_for(config) is first and redactor_for(RLConfig(db_path=None)) is first
+    config.redact_patterns.append(r"ZZQ-[0-9]{4}")  # in place: same list object
+    second = redactor_for(config)
+    assert second is not first and second.redact("id ZZQ-1234 here") == "id [REDACTED] here"
+    assert redactor_for(RLConfig(db_path=None)) is first  # the defaults again
+
+    class Corp:
+        @hookimpl
+        def agent_rl_redaction_patterns(self):
+            return [r"CORQ_[A-Z]{6}"]
+
+    plugin_manager.register(Corp())
+    assert redactor_for(RLConfig(db_path=None)) is first  # hooks are collected on refresh only
+    assert redactor_for(RLConfig(db_path=None), refresh=True).redact("x CORQ_ABCDEF") == "x [REDACTED]"
+    assert redactor_for(RLConfig(db_path=None, redact=False)) is None
+    assert redactor_for(RLConfig(db_path=None, redaction_patterns=[])) is not first

@@ -445,3 +445,52 @@ def test_any_value_of_any_read_key_is_tolerated(kind):
             attrs = {**base, key: value}
             normalize_all(attrs, "span")  # must not raise
             assert attrs[key] is value or attrs[key] == value
+
+
+# --- the converter's skip: triggers ---------------------------------------------------------
+def _fixture_attribute_dicts() -> list[dict[str, Any]]:
+    found = [_attributes(s["attributes"]) for name in ALL_FIXTURES for s in load_fixture(name)["spans"]]
+    return found + [MIXED_LLM]
+
+
+@pytest.mark.parametrize(("name", "normalize"), BUILTIN_NORMALIZERS)
+def test_each_builtin_does_nothing_without_its_triggers(name, normalize):
+    """The promise ``triggers`` makes (the converter skips a span holding none of the keys): every
+    fixture span, stripped of the trigger keys only, comes out unchanged."""
+    triggers = normalize.triggers
+    assert isinstance(triggers, frozenset) and triggers
+    for attrs in _fixture_attribute_dicts():
+        stripped = {k: v for k, v in attrs.items() if k not in triggers}
+        before = dict(stripped)
+        normalize(stripped, "span")
+        assert stripped == before, (name, sorted(set(stripped) - set(before)))
+
+
+def test_the_converter_skips_normalizers_only_when_no_trigger_is_present():
+    from agent_rl_plugin.store.rows import SpanConverter
+
+    calls: list[str] = []
+
+    def spy(label: str, triggers: frozenset[str] | None):
+        def normalize(attrs: dict[str, Any], span_name: str) -> None:
+            calls.append(label)
+
+        if triggers is not None:
+            normalize.triggers = triggers  # type: ignore[attr-defined]
+        return normalize
+
+    plain = _span("plain", {"x.y": 1}, span_id="04" * 8)
+    triggered = _span("triggered", {"b.key": 1}, span_id="05" * 8)
+    keyed = SpanConverter(normalizers=[("a", spy("a", frozenset({"a.key"}))), ("b", spy("b", frozenset({"b.key"})))])
+    keyed.convert([plain])
+    assert calls == []  # no key of either: both skipped
+    keyed.convert([triggered])
+    assert calls == ["a", "b"]  # one key present: every normaliser runs, in order
+    calls.clear()
+    always = SpanConverter(normalizers=[("a", spy("a", frozenset({"a.key"}))), ("c", spy("c", None))])
+    always.convert([plain])
+    assert calls == ["a", "c"]  # one without triggers: it must always run, so all do
+    calls.clear()
+    keyed.normalizers = [("c", spy("c", None))]  # replacing them recomputes the keys
+    keyed.convert([plain])
+    assert calls == ["c"]

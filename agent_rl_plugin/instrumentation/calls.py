@@ -33,6 +33,7 @@ from agent_rl_plugin.instrumentation.spans import (
     max_size,
     record_error,
     set_attributes,
+    set_clean_attributes,
     to_json_text,
 )
 from agent_rl_plugin.semconv import (
@@ -61,6 +62,64 @@ from agent_rl_plugin.serialize import to_json
 
 #: Instance attribute that switches recording off for one object (set by ``enable_rl=False``).
 INSTANCE_FLAG = "_agent_rl_enabled"
+
+_STATE = tracing.STATE
+_current_rollout = rl_context.current_rollout
+
+
+def _runtime_context_var() -> contextvars.ContextVar[Any] | None:
+    """The ContextVar behind OpenTelemetry's runtime context when it is the SDK's default
+    ``ContextVarsRuntimeContext`` (then ``attach``/``detach`` are exactly its ``set``/``reset``,
+    and we call those directly); ``None`` for any other runtime context."""
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        var = getattr(runtime, "_current_context", None)
+        if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
+            return var
+    except Exception:
+        pass
+    return None
+
+
+_RUNTIME_VAR = _runtime_context_var()
+_attach: Callable[[Any], Any] = _RUNTIME_VAR.set if _RUNTIME_VAR is not None else otel_context.attach
+_detach: Callable[[Any], Any] = _RUNTIME_VAR.reset if _RUNTIME_VAR is not None else otel_context.detach
+
+
+def _span_context_builder() -> Callable[[trace.Span], otel_context.Context]:
+    """``trace.set_span_in_context`` (the current context plus the span), built in one step
+    from the runtime's ContextVar when :func:`_runtime_context_var` found it and the span key
+    is the one ``set_span_in_context`` uses (checked on a probe); otherwise the API itself."""
+    try:
+        from opentelemetry.trace import propagation
+
+        key = getattr(propagation, "_SPAN_KEY", None)
+        var = _RUNTIME_VAR
+        if var is None or not isinstance(key, str):
+            return trace.set_span_in_context
+        get = var.get
+        context_type = otel_context.Context
+
+        def with_span(span: trace.Span) -> otel_context.Context:
+            return context_type({**get(), key: span})
+
+        probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        token = var.set(context_type({"agent_rl.probe": 1}))
+        try:
+            same = (
+                with_span(probe) == trace.set_span_in_context(probe)
+                and trace.get_current_span(with_span(probe)) is probe
+            )
+        finally:
+            var.reset(token)
+        return with_span if same else trace.set_span_in_context
+    except Exception:
+        return trace.set_span_in_context
+
+
+_context_with_span = _span_context_builder()
 
 _MISSING: Any = object()
 
@@ -123,6 +182,10 @@ class WrapSpec:
     #: Parameter names when every parameter is positional (no ``*args``, ``**kwargs`` or
     #: keyword-only): a call with exactly that many positional arguments binds by ``zip``.
     positional_names: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    #: The span name and the leading attributes every call records, computed once; ``None``
+    #: when they depend on the bound instance (``name_from_instance``).
+    span_name: str | None = field(init=False, repr=False, compare=False)
+    static_attributes: dict[str, Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names: tuple[str, ...] | None = None
@@ -131,6 +194,29 @@ class WrapSpec:
             if all(p.kind in _POSITIONAL for p in params):
                 names = tuple(p.name for p in params)
         object.__setattr__(self, "positional_names", names)
+        span_name: str | None = None
+        static: dict[str, Any] | None = None
+        if not self.name_from_instance:
+            span_name, static = leading_attributes(self, self.name)
+        object.__setattr__(self, "span_name", span_name)
+        object.__setattr__(self, "static_attributes", static)
+
+
+def leading_attributes(spec: WrapSpec, name: str) -> tuple[str, dict[str, Any]]:
+    """The span name and the attributes every call of ``spec`` named ``name`` starts with, in
+    the order they are recorded (the caller copies the dict before adding to it)."""
+    if spec.kind == SPAN_KIND_AGENT:
+        return f"{OP_INVOKE_AGENT} {name}", {
+            GEN_AI_OPERATION_NAME: OP_INVOKE_AGENT,
+            GEN_AI_AGENT_NAME: name,
+            SPAN_KIND: SPAN_KIND_AGENT,
+            AGENT_ROLE: spec.role,
+        }
+    return f"{OP_EXECUTE_TOOL} {name}", {
+        GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
+        SPAN_KIND: SPAN_KIND_TOOL,
+        GEN_AI_TOOL_NAME: name,
+    }
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -170,7 +256,7 @@ class CallRecord:
     ) -> None:
         self.spec = spec
         self.span = span
-        self.ctx = trace.set_span_in_context(span)
+        self.ctx = _context_with_span(span)
         self.rollout = rollout
         self.implicit = implicit
         self.key = key
@@ -185,10 +271,9 @@ class CallRecord:
     def activate(self) -> tuple[Any, Any, Any]:
         """Make this call's span and rollout current; returns tokens for :meth:`deactivate`."""
         try:
-            otel_token = otel_context.attach(self.ctx)
-            rollout_token = (
-                rl_context.set_current(self.rollout) if rl_context.current_rollout() is not self.rollout else None
-            )
+            otel_token = _attach(self.ctx)
+            rollout = self.rollout
+            rollout_token = rl_context.set_current(rollout) if _current_rollout() is not rollout else None
             call_token = _ACTIVE_CALL.set((self.key, self.span)) if self.key is not None else None
             return otel_token, rollout_token, call_token
         except Exception:
@@ -207,7 +292,7 @@ class CallRecord:
             rl_context.reset_current(rollout_token)  # never raises
         if otel_token is not None:
             try:
-                otel_context.detach(otel_token)
+                _detach(otel_token)
             except Exception:
                 log_failure("detaching a traced call's span")
 
@@ -240,18 +325,14 @@ class CallRecord:
         self.finished = True
         span = self.span
         try:
-            attributes: dict[str, Any] = {}
-            is_agent = self.spec.kind == SPAN_KIND_AGENT
-            output_key = ROLLOUT_OUTPUT if is_agent else GEN_AI_TOOL_CALL_RESULT
+            output_key = ROLLOUT_OUTPUT if self.spec.kind == SPAN_KIND_AGENT else GEN_AI_TOOL_CALL_RESULT
             if outcome is not None:
-                attributes[STREAM_CHUNKS] = self.chunks
-                attributes[STREAM_OUTCOME] = outcome
+                attributes: dict[str, Any] = {STREAM_CHUNKS: self.chunks, STREAM_OUTCOME: outcome}
                 if self.capture:
                     attributes[output_key] = self._stream_text()
-            elif result is not _MISSING and self.capture:
-                attributes[output_key] = to_json_text(result)
-            if attributes:
                 set_attributes(span, attributes)
+            elif result is not _MISSING and self.capture:
+                set_clean_attributes(span, {output_key: to_json_text(result)})
             if exc is not None:
                 record_error(span, exc)
             if self.implicit and self.rollout is not None and rl_context.has_rollout_hooks():
@@ -288,7 +369,7 @@ def start_call(spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     """Start recording one call, or return ``None`` to run it straight through. Never raises."""
     if _SUPPRESSED.get():
         return None
-    instance = instance_of(spec, args)
+    instance = args[0] if spec.has_self and args else None
     key = None
     if instance is not None:
         if instance_disabled(instance):
@@ -298,8 +379,8 @@ def start_call(spec: WrapSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         if active is not None and active[0] == key and active[1] is trace.get_current_span():
             return None  # the same method again (override calling super()): one span
     try:
-        tracer = tracing.get_tracer()
-        if not tracing.is_enabled():
+        tracer = _STATE.tracer or tracing.get_tracer()
+        if not _STATE.enabled:
             return None
         return _start(tracer, spec, instance, key, args, kwargs)
     except Exception:
@@ -315,21 +396,24 @@ def _start(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> CallRecord:
-    config = tracing.current_config()
+    """Start the call's span (see :func:`start_call`): the leading attributes, then the agent
+    id, input and messages (agents) or call id and arguments (tools), then, for an agent call
+    outside any rollout, the implicit rollout's root flag and id."""
+    config = _STATE.config or tracing.current_config()
     capture = config.capture_content
-    name = display_name(spec, instance)
-    attributes: dict[str, Any]
-    if spec.kind == SPAN_KIND_AGENT:
-        span_name = f"{OP_INVOKE_AGENT} {name}"
-        attributes = {
-            GEN_AI_OPERATION_NAME: OP_INVOKE_AGENT,
-            GEN_AI_AGENT_NAME: name,
-            SPAN_KIND: SPAN_KIND_AGENT,
-            AGENT_ROLE: spec.role,
-        }
-        agent_id = _agent_id(instance)
-        if agent_id is not None:
-            attributes[GEN_AI_AGENT_ID] = agent_id
+    static = spec.static_attributes
+    if static is None or spec.span_name is None:
+        name = display_name(spec, instance)
+        span_name, static = leading_attributes(spec, name)
+    else:
+        name, span_name = spec.name, spec.span_name
+    attributes = static.copy()
+    is_agent = spec.kind == SPAN_KIND_AGENT
+    if is_agent:
+        if instance is not None:
+            agent_id = _agent_id(instance)
+            if agent_id is not None:
+                attributes[GEN_AI_AGENT_ID] = agent_id
         if capture:
             arguments = bound_arguments(spec, args, kwargs)
             attributes[ROLLOUT_INPUT] = to_json_text(arguments)
@@ -337,31 +421,20 @@ def _start(
             if isinstance(messages, list):
                 attributes[GEN_AI_INPUT_MESSAGES] = to_json_text(messages)
     else:
-        span_name = f"{OP_EXECUTE_TOOL} {name}"
-        attributes = {
-            GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
-            SPAN_KIND: SPAN_KIND_TOOL,
-            GEN_AI_TOOL_NAME: name,
-            GEN_AI_TOOL_CALL_ID: new_id(),
-        }
+        attributes[GEN_AI_TOOL_CALL_ID] = new_id()
         if capture:
-            arguments = bound_arguments(spec, args, kwargs)
-            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = to_json_text(arguments)
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = to_json_text(bound_arguments(spec, args, kwargs))
 
-    rollout = rl_context.current_rollout()
+    rollout = _current_rollout()
     implicit = False
-    if rollout is None and spec.kind == SPAN_KIND_AGENT:
+    if rollout is None and is_agent:
         rollout = rl_context.implicit_rollout(name)
         implicit = True
         attributes[ROLLOUT_ROOT] = True
         attributes.update(rollout.attributes)
-        token = rl_context.set_current(rollout)  # so the processor stamps the new ids
-        try:
-            span = tracing.start_with_attributes(tracer, span_name, attributes)
-        finally:
-            rl_context.reset_current(token)
-    else:
-        span = tracing.start_with_attributes(tracer, span_name, attributes)
+        # The span carries the new rollout's ids itself: our processor stamps the *current*
+        # rollout's ids only on spans that lack them, so the rollout need not be current yet.
+    span = tracing.start_with_attributes(tracer, span_name, attributes)
     record = CallRecord(spec, span, rollout, implicit, key, capture)
     if implicit and rl_context.has_rollout_hooks():
         tokens = record.activate()

@@ -169,7 +169,11 @@ def _sync_wrapper(func: Callable[..., Any], spec: WrapSpec) -> Callable[..., Any
             record.finish(exc=exc)
             raise
         else:
-            result = _finish_or_proxy(record, result)
+            cls = type(result)  # these three types cannot be subclassed: `is` is isinstance
+            if cls is types.GeneratorType or cls is types.AsyncGeneratorType or cls is types.CoroutineType:
+                result = _finish_or_proxy(record, result)
+            else:
+                record.finish(result=result)
         finally:
             record.deactivate(tokens)
         return result

@@ -14,7 +14,9 @@ Contract:
   and how long we waited).
 * :func:`open_read_only` opens read-only with the same bounded wait.
 * :func:`try_merge` merges the segments in a lease when the lock can be had within ``wait_s``,
-  and returns ``None`` otherwise (or when there is nothing to merge).
+  and returns ``None`` otherwise (or when there is nothing to merge). It can merge fewer of
+  them (``max_segments``, ``max_rows``) with fewer DuckDB threads (``merge_threads``): a
+  recording process bounds its memory that way, the rest waits for the next lease.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from agent_rl_plugin.store.compaction import MergeResult, merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict
 from agent_rl_plugin.store.holders import holding, remove_stale_notes
 from agent_rl_plugin.store.opening import connect_file, make_private, open_write_connection
-from agent_rl_plugin.store.spool import list_segments, remove_leftovers
+from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers
 
 #: How long a reader waits for a writer's lease to end before it gives up (the CLI's default).
 READ_WAIT_S = 5.0
@@ -97,22 +99,64 @@ def open_read_only(db_path: str | os.PathLike[str], *, wait_s: float = READ_WAIT
     return with_wait(path, lambda: connect_file(path, read_only=True), wait_s)
 
 
+def _first_rows(segments: list[Segment], max_rows: int) -> list[Segment]:
+    """The oldest of ``segments`` holding about ``max_rows`` span rows (at least one segment;
+    row counts from the Parquet footers; a footer that cannot be read counts as one row, the
+    merge quarantines it)."""
+    import pyarrow.parquet as pq
+
+    chosen: list[Segment] = []
+    rows = 0
+    for segment in segments:
+        try:
+            count = pq.read_metadata(segment.spans_path).num_rows
+        except Exception:  # noqa: BLE001 - unreadable: the merge reports and quarantines it
+            count = 1
+        if chosen and rows + count > max_rows:
+            break
+        chosen.append(segment)
+        rows += count
+    return chosen
+
+
 def try_merge(
-    db_path: str | os.PathLike[str], *, wait_s: float = 0.0, max_segments: int | None = None
+    db_path: str | os.PathLike[str],
+    *,
+    wait_s: float = 0.0,
+    max_segments: int | None = None,
+    max_rows: int | None = None,
+    merge_threads: int | None = None,
 ) -> MergeResult | None:
     """Merge the spool segments of ``db_path`` (the oldest ``max_segments`` of them, when
-    given) if the lock can be had within ``wait_s``; ``None`` when there was nothing to merge or
-    the file stayed busy."""
+    given, and of those the oldest holding at most ``max_rows`` span rows, at least one
+    segment) if the lock can be had within ``wait_s``; ``None`` when there was nothing to merge
+    or the file stayed busy. ``merge_threads`` caps DuckDB's threads for the merge (fewer threads
+    hold less memory: what a recording process wants; the lease's database is closed after it)."""
     path = os.fspath(db_path)
     segments = list_segments(path)[:max_segments]
     if not segments:
         remove_leftovers(path)
         remove_stale_notes(path)
         return None
+    if max_rows is not None:
+        segments = _first_rows(segments, max_rows)
     try:
         with write_lease(
             path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False
         ) as connection:
-            return merge_segments(connection, path, segments=segments)
+            if merge_threads is None:
+                return merge_segments(connection, path, segments=segments)
+            _setting(connection, f"SET threads = {int(merge_threads)}")
+            try:
+                return merge_segments(connection, path, segments=segments)
+            finally:  # a connection of this process sharing the database keeps its threads
+                _setting(connection, "RESET threads")
     except StoreBusy:
         return None
+
+
+def _setting(connection: duckdb.DuckDBPyConnection, statement: str) -> None:
+    try:
+        connection.execute(statement)
+    except duckdb.Error:  # pragma: no cover - a DuckDB without the setting: merge as it is
+        pass

@@ -128,6 +128,20 @@ class SpanBatch:
         return self.spans.num_rows
 
 
+def _triggers(normalizers: Sequence[tuple[str, Normalizer]]) -> frozenset[str] | None:
+    """The keys without any of which no normaliser of ``normalizers`` does anything: the union of
+    their ``triggers`` (see :data:`~agent_rl_plugin.store.normalizers.precedence.TRIGGERS_ATTRIBUTE`);
+    ``None`` when one has none (it must always run). A span holding none of the keys leaves each
+    normaliser in turn without a key to act on, so none would change it."""
+    union: set[str] = set()
+    for _, normalize in normalizers:
+        triggers = getattr(normalize, "triggers", None)
+        if not isinstance(triggers, (frozenset, set)):
+            return None
+        union |= triggers
+    return frozenset(union)
+
+
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else str(value)
 
@@ -180,13 +194,44 @@ class SpanConverter:
         max_span_attributes_size: int | None = MAX_SPAN_ATTRIBUTES_SIZE,
     ) -> None:
         self.transform = transform
-        self.normalizers = list(normalizers)
+        self.normalizers = normalizers
         self.max_attribute_size = max_attribute_size
         self.max_span_attributes_size = max_span_attributes_size
         self._truncated = threading.local()
         self._truncated.count = 0
         self.on_error = on_error
         self._resources: dict[int, tuple[Any, str, str | None, Any]] = {}
+
+    @property
+    def transform(self) -> AttributeTransform | None:
+        """The attribute transform (``None``: attributes stored as they are). When it has an
+        ``unchanged(attributes) -> bool`` attribute (see
+        :func:`~agent_rl_plugin.transform.make_attribute_transform`), a mapping for which that is
+        True is kept as it is instead of going through the transform (which would copy it and
+        return an equal mapping)."""
+        return self._transform
+
+    @transform.setter
+    def transform(self, transform: AttributeTransform | None) -> None:
+        self._transform = transform
+        self._unchanged: Callable[[Mapping[str, Any]], bool] | None = getattr(transform, "unchanged", None)
+
+    def _transformed(self, attrs: dict[str, Any], span_name: str) -> dict[str, Any]:
+        """``attrs`` (the caller's copy) after the transform, which must be set."""
+        unchanged = self._unchanged
+        if unchanged is not None and unchanged(attrs):
+            return attrs
+        return self._transform(attrs, span_name)  # type: ignore[misc]  # set: see the callers
+
+    @property
+    def normalizers(self) -> list[tuple[str, Normalizer]]:
+        """The ``(name, normalize)`` pairs applied to each span's attributes, in order."""
+        return self._normalizers
+
+    @normalizers.setter
+    def normalizers(self, normalizers: Sequence[tuple[str, Normalizer]]) -> None:
+        self._normalizers = list(normalizers)
+        self._triggers = _triggers(self._normalizers)
 
     # --- pieces ---------------------------------------------------------------------------
     def _resource(self, resource: Any, redactor: Any = None) -> tuple[str, str | None]:
@@ -229,7 +274,7 @@ class SpanConverter:
         for position, event in enumerate(events):
             event_attrs = dict(event.attributes or {})
             if transform is not None:
-                event_attrs = transform(event_attrs, span_name)
+                event_attrs = self._transformed(event_attrs, span_name)
             out.append({"name": names[position], "time": event.timestamp, "attributes": event_attrs})
             if event.name == sc.EVENT_EVALUATION_RESULT:
                 rewards.append(self._reward(event_attrs, event.timestamp, trace_hex, span_hex, position, rollout_id))
@@ -275,7 +320,7 @@ class SpanConverter:
             return message
         event_attrs = dict(event.attributes or {})
         if self.transform is not None:
-            event_attrs = self.transform(event_attrs, span_name)
+            event_attrs = self._transformed(event_attrs, span_name)
         kind = _str_or_none(event_attrs.get(EXCEPTION_TYPE)) or None
         if kind is not None and sc.ERROR_TYPE not in attrs:
             attrs[sc.ERROR_TYPE] = kind
@@ -330,10 +375,11 @@ class SpanConverter:
         trace_hex = f"{context.trace_id:032x}"
         span_hex = f"{context.span_id:016x}"
         redactor = None
-        if self.transform is not None:
-            attrs = self.transform(attrs, name)
-            redactor = getattr(self.transform, "redactor", None)
-        if self.normalizers:
+        transform = self._transform
+        if transform is not None:
+            attrs = self._transformed(attrs, name)
+            redactor = getattr(transform, "redactor", None)
+        if self._normalizers and (self._triggers is None or not self._triggers.isdisjoint(attrs)):
             self._normalize(attrs, name)
         if events:
             rollout_id = attrs.get(sc.ROLLOUT_ID)

@@ -9,9 +9,12 @@ and flush semantics):
   after that, new batches are refused at once (counted), then writing is tried anew. Rows the
   database refuses when a merge of this process inserts them move from ``spans_written`` to
   ``spans_dropped``.
+* A segment holds what waited for the writer, up to ``MAX_SEGMENT_ROWS`` spans (passed by less
+  than one submitted batch), so the Arrow tables and encoded Parquet held at once stay bounded.
 * Every ``merge_interval_s`` a merger thread (started with the first batch) tries to merge the
-  segments into the database in a short lease (:func:`~agent_rl_plugin.store.lease.try_merge`),
-  without waiting for the lock; segment writing never waits for it. On each flush and at close
+  segments into the database in short leases (:func:`~agent_rl_plugin.store.lease.try_merge`)
+  of at most ``MERGE_MAX_ROWS`` rows and ``MERGE_THREADS`` DuckDB thread each (a merge's memory
+  grows with both), without waiting for the lock; segment writing never waits for it. On each flush and at close
   the writer thread merges after writing: on a flush only if the lock is free at once
   (``flush_merge_wait_s``, 0: readers see unmerged segments anyway, so the agent never waits
   for another process), at close waiting up to ``close_merge_wait_s`` (2 s). When another process holds the file, the segments stay for
@@ -56,7 +59,15 @@ def _spool_error(path: str, exc: BaseException) -> StoreError:
     return error
 
 
-#: Leases one merge may take in a row (each merges at most CHUNK_SEGMENTS segments).
+#: Most spans in one segment (the writer merges what waits, up to this many, into one segment):
+#: bounds the Arrow tables and the encoded Parquet a recording process holds at once.
+MAX_SEGMENT_ROWS = 8_192
+#: Most span rows one merge lease inserts (whole segments, at least one) and DuckDB's threads for
+#: it: the memory of a merge grows with the rows of its transaction (about 3-4 KB each) and with
+#: its threads, and a recording process merges while the agent runs.
+MERGE_MAX_ROWS = 8_192
+MERGE_THREADS = 1
+#: Leases one merge may take in a row (each merges at most MERGE_MAX_ROWS rows).
 MAX_LEASES_PER_MERGE = 8
 #: How long closing waits for a background merge in progress to finish.
 MERGER_JOIN_TIMEOUT_S = 30.0
@@ -71,6 +82,7 @@ class SpoolWriter(StoreWriter):
         self, path: str, *, flush_merge_wait_s: float = 0.0, close_merge_wait_s: float = 2.0, **kwargs: Any
     ) -> None:
         super().__init__(path, **kwargs)
+        self.batch_rows = min(self.batch_rows, MAX_SEGMENT_ROWS)
         self.flush_merge_wait_s = flush_merge_wait_s
         self.close_merge_wait_s = close_merge_wait_s
         self.merges = 0
@@ -131,12 +143,19 @@ class SpoolWriter(StoreWriter):
             self._merge(0.0)
 
     def _merge(self, wait_s: float) -> None:
-        """Merge in leases of at most one chunk each, so that a backlog (segments that waited
-        while another process held the file) never holds the file for long at a time; readers
-        and writers get it between the leases."""
+        """Merge in leases of at most ``MERGE_MAX_ROWS`` rows each (one DuckDB thread), so that
+        a backlog (segments that waited while another process held the file) never holds the
+        file, nor memory, for long at a time; readers and writers get the file between the
+        leases, and what is left waits for the next merge."""
         for _ in range(MAX_LEASES_PER_MERGE):
             try:
-                result = try_merge(self.path, wait_s=wait_s, max_segments=CHUNK_SEGMENTS)
+                result = try_merge(
+                    self.path,
+                    wait_s=wait_s,
+                    max_segments=CHUNK_SEGMENTS,
+                    max_rows=MERGE_MAX_ROWS,
+                    merge_threads=MERGE_THREADS,
+                )
             except Exception as exc:
                 if "Interrupt" in type(exc).__name__:
                     # DuckDB interrupted the merge (seen under heavy load, and when the process
@@ -150,7 +169,7 @@ class SpoolWriter(StoreWriter):
             if result is None:
                 return
             self._count(result)
-            if result.segments < CHUNK_SEGMENTS:
+            if not result.segments:
                 return
 
     def _count(self, result: Any) -> None:

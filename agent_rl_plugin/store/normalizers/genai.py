@@ -135,3 +135,7 @@ def normalize_genai(attributes: dict[str, Any], span_name: str) -> None:
             set_missing(attributes, sc.GEN_AI_OUTPUT_MESSAGES, _message_list_text(attributes.get(LEGACY_COMPLETION)))
         if reasons:
             setdefault(sc.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
+
+
+#: Without any of these keys the normaliser does nothing (the store's converter then skips it).
+normalize_genai.triggers = frozenset(_TRIGGERS)  # type: ignore[attr-defined]

@@ -295,3 +295,7 @@ def normalize_openinference(attributes: dict[str, Any], span_name: str) -> None:
         _tool(attributes)
     elif kind in (AGENT, WORKFLOW):
         _input_output(attributes)
+
+
+#: Without any of these keys the normaliser does nothing (the store's converter then skips it).
+normalize_openinference.triggers = frozenset(_TRIGGERS)  # type: ignore[attr-defined]

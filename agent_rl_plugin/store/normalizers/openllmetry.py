@@ -104,3 +104,7 @@ def normalize_openllmetry(attributes: dict[str, Any], span_name: str) -> None:
         total = attributes.get(GEN_AI_USAGE_TOTAL_TOKENS)
     if total is not None and kind in (LLM, None):
         fill_tokens(attributes, attributes.get(LEGACY_PROMPT_TOKENS), attributes.get(LEGACY_COMPLETION_TOKENS), total)
+
+
+#: Without any of these keys the normaliser does nothing (the store's converter then skips it).
+normalize_openllmetry.triggers = frozenset(_TRIGGERS)  # type: ignore[attr-defined]

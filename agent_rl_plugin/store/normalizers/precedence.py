@@ -45,6 +45,14 @@ def normalize_covered(attributes: dict[str, Any], span_name: str) -> None:
     attributes[SPAN_KIND] = OP_CLIENT_REQUEST
 
 
+normalize_covered.triggers = frozenset({COVERED})  # type: ignore[attr-defined]  # see TRIGGERS_ATTRIBUTE
+
+
+#: A normaliser may carry a ``triggers`` attribute: a frozenset of attribute keys without any of
+#: which it does nothing. :class:`~agent_rl_plugin.store.rows.SpanConverter` skips a run of such
+#: normalisers at once when a span holds none of their keys (every built-in one has it).
+TRIGGERS_ATTRIBUTE = "triggers"
+
 #: ``(name, normalize)`` in precedence order (first wins), as registered with
 #: ``agent_rl_register_normalizers``.
 BUILTIN_NORMALIZERS: tuple[tuple[str, Normalizer], ...] = (
