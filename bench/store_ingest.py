@@ -7,7 +7,9 @@ only the storing:
 
 * **ours**: the exporter as ``configure()`` sets it up (the built-in normalisers and the
   redaction transform), fed batches of ``--batch`` spans (what the ``BatchSpanProcessor``
-  hands over), then one flush that waits for the commit; each sample into a fresh file;
+  hands over), then one flush that waits for the commit; each sample into a fresh file. The
+  clock stops only once every row is in the database file itself: a spool segment that the
+  flush did not merge (a background merge held the file at that moment) is merged first;
 * **(a) bulk insert**: the same spans already converted to Arrow (outside the clock), inserted
   with the store's own ``insert_batch`` in chunks of 50,000 rows (the writer's batch size):
   what DuckDB itself allows, the store's limit;
@@ -64,15 +66,24 @@ def make_spans(n: int, per_trace: int = 20) -> list[ReadableSpan]:
     messages = '[{"role":"user","content":"What is 17 * 23? Use the calculator tool."}]'
     i = 0
     while i < n:
-        rollout = {sc.ROLLOUT_ID: f"{i // per_trace:032x}", sc.TASK_ID: f"task-{i // 200}",
-                   sc.GROUP_ID: f"group-{i // 800}"}
+        rollout = {
+            sc.ROLLOUT_ID: f"{i // per_trace:032x}",
+            sc.TASK_ID: f"task-{i // 200}",
+            sc.GROUP_ID: f"group-{i // 800}",
+        }
         children = min(per_trace, n - i) - 1
-        with tracer.start_as_current_span("invoke_agent bench", attributes={
-            **rollout, sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.SPAN_KIND: sc.SPAN_KIND_AGENT,
-            sc.ROLLOUT_ROOT: True, sc.GEN_AI_AGENT_NAME: "bench",
-        }):
+        with tracer.start_as_current_span(
+            "invoke_agent bench",
+            attributes={
+                **rollout,
+                sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+                sc.SPAN_KIND: sc.SPAN_KIND_AGENT,
+                sc.ROLLOUT_ROOT: True,
+                sc.GEN_AI_AGENT_NAME: "bench",
+            },
+        ):
             for j in range(children):
-                attributes = {
+                attributes: dict[str, Any] = {
                     **rollout,
                     sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
                     sc.SPAN_KIND: sc.SPAN_KIND_LLM,
@@ -97,8 +108,9 @@ def default_exporter(path: str | os.PathLike[str]) -> DuckDBSpanExporter:
     from agent_rl_plugin.transform import make_attribute_transform
 
     config = RLConfig(db_path=str(path))
-    exporter = DuckDBSpanExporter(path, max_attribute_size=config.max_attribute_size,
-                                  max_pending_spans=max(4 * config.max_queue_size, 100_000))
+    exporter = DuckDBSpanExporter(
+        path, max_attribute_size=config.max_attribute_size, max_pending_spans=max(4 * config.max_queue_size, 100_000)
+    )
     exporter.set_attribute_transform(make_attribute_transform(config))
     return exporter
 
@@ -112,10 +124,24 @@ def exporter_rate(spans: list[ReadableSpan], path: Path, batch: int, plain: bool
     for k in range(1, len(spans), batch):
         exporter.export(spans[k : k + batch])
     assert exporter.force_flush(600_000)
+    merge_rest(path)
     seconds = time.perf_counter() - started
     stats = exporter.stats
     exporter.shutdown()
     return (len(spans) - 1) / seconds, stats
+
+
+def merge_rest(path: Path) -> None:
+    """Merge the spool segments of ``path`` left after a flush, waiting for the lock (a background
+    merge of the exporter may hold it): then every row is in the database file."""
+    from agent_rl_plugin.store.lease import try_merge
+    from agent_rl_plugin.store.spool import list_segments
+
+    for _ in range(100):
+        if not list_segments(str(path)):
+            return
+        try_merge(str(path), wait_s=60.0)
+    raise AssertionError(f"spool segments of {path} are still not merged")
 
 
 def default_converter():
@@ -126,8 +152,11 @@ def default_converter():
     from agent_rl_plugin.transform import make_attribute_transform
 
     config = RLConfig(db_path=None)
-    return SpanConverter(transform=make_attribute_transform(config), normalizers=collect_normalizers(),
-                         max_attribute_size=config.max_attribute_size)
+    return SpanConverter(
+        transform=make_attribute_transform(config),
+        normalizers=collect_normalizers(),
+        max_attribute_size=config.max_attribute_size,
+    )
 
 
 def convert_all(spans: list[ReadableSpan], batch: int) -> tuple[pa.Table, pa.Table | None]:
@@ -169,8 +198,22 @@ def json_files_rate(spans: list[ReadableSpan], folder: Path) -> float:
     return len(spans) / (time.perf_counter() - started)
 
 
-_PER_ROW_COLUMNS = ["trace_id", "span_id", "parent_span_id", "name", "kind", "status_code", "status_message",
-                    "attributes", "events", "links", "resource", "scope_name", "scope_version", "service_name"]
+_PER_ROW_COLUMNS = [
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "status_code",
+    "status_message",
+    "attributes",
+    "events",
+    "links",
+    "resource",
+    "scope_name",
+    "scope_version",
+    "service_name",
+]
 PER_ROW_SQL = (
     "INSERT INTO spans (" + ", ".join(_PER_ROW_COLUMNS) + ", start_time, end_time, duration_ms, rollout_id, task_id, "
     "group_id, is_rollout_root, operation, span_kind, start_unix_nano, end_unix_nano, ingested_at) VALUES ("
@@ -192,11 +235,23 @@ def per_insert_rate(spans: list[ReadableSpan], path: Path, batch: int) -> float:
             for r in converter.convert(spans[k : k + batch]).spans.to_pylist():
                 attrs = json.loads(r["attributes"])
                 start, end = r["start_unix_nano"], r["end_unix_nano"]
-                connection.execute(PER_ROW_SQL, [r[c] for c in _PER_ROW_COLUMNS] + [
-                    start, end, (end - start) / 1e6, attrs.get(sc.ROLLOUT_ID) or r["trace_id"],
-                    attrs.get(sc.TASK_ID), attrs.get(sc.GROUP_ID), bool(attrs.get(sc.ROLLOUT_ROOT)),
-                    attrs.get(sc.GEN_AI_OPERATION_NAME), attrs.get(sc.SPAN_KIND), start, end,
-                ])
+                connection.execute(
+                    PER_ROW_SQL,
+                    [r[c] for c in _PER_ROW_COLUMNS]
+                    + [
+                        start,
+                        end,
+                        (end - start) / 1e6,
+                        attrs.get(sc.ROLLOUT_ID) or r["trace_id"],
+                        attrs.get(sc.TASK_ID),
+                        attrs.get(sc.GROUP_ID),
+                        bool(attrs.get(sc.ROLLOUT_ROOT)),
+                        attrs.get(sc.GEN_AI_OPERATION_NAME),
+                        attrs.get(sc.SPAN_KIND),
+                        start,
+                        end,
+                    ],
+                )
         seconds = time.perf_counter() - started
     finally:
         connection.close()
@@ -208,11 +263,13 @@ def table_digest(path: Path, exclude_span: str | None = None) -> tuple[int, int,
     leaving out the span ``exclude_span`` (hex id) from the hash."""
     connection = duckdb.connect(str(path), read_only=True)
     try:
-        return connection.execute(
+        row = connection.execute(
             "SELECT count(*), count(DISTINCT (trace_id, span_id)), "
             "coalesce(sum(hash(trace_id, span_id, attributes, events)) FILTER (WHERE span_id <> ?), 0) FROM spans",
             [exclude_span or ""],
         ).fetchone()
+        assert row is not None  # an aggregate returns one row
+        return int(row[0]), int(row[1]), int(row[2])
     finally:
         connection.close()
 
@@ -223,7 +280,9 @@ def run(ctx: Context) -> Row:
     repeats = ctx.size(5, 3)
     repeats_json = ctx.size(3, 3)
     batch = 512
-    row = Row(id="ingest", sizes={"spans": n, "spans_per_trace": 20, "batch": batch, "insert_per_span_sample": per_row_n})
+    row = Row(
+        id="ingest", sizes={"spans": n, "spans_per_trace": 20, "batch": batch, "insert_per_span_sample": per_row_n}
+    )
     ctx.log(f"ingest: building {n:,} finished spans")
     spans = make_spans(n + 1)
     converted, rewards = convert_all(spans[1:], batch)
@@ -261,8 +320,10 @@ def run(ctx: Context) -> Row:
         digests["files"] = sum(len(json.loads(p.read_text())["spans"]) for p in (work / "json").iterdir())
         return rate
 
-    ctx.log(f"ingest: ours x{repeats}, bulk insert x{repeats}, JSON files x{repeats_json}, "
-            f"INSERT per span x1 on {per_row_n:,} spans; interleaved")
+    ctx.log(
+        f"ingest: ours x{repeats}, bulk insert x{repeats}, JSON files x{repeats_json}, "
+        f"INSERT per span x1 on {per_row_n:,} spans; interleaved"
+    )
     samples = interleave({"ours": ours, "bulk": bulk, "files": files}, repeats=repeats_json)
     more = interleave({"ours": ours, "bulk": bulk}, repeats=max(0, repeats - repeats_json))
     for key in more:
@@ -285,17 +346,23 @@ def run(ctx: Context) -> Row:
     row.ratios["ours / (a) bulk (share of the limit)"] = ratio(ours_rate, row.baselines[0].median)
     row.ratios["ours / (b) JSON files"] = ratio(ours_rate, row.baselines[1].median)
     row.ratios["ours / (c) INSERT per span"] = ratio(ours_rate, row.baselines[2].median)
-    row.target("spans/s", ours_rate, ">=", 100_000)
+    row.target("spans/s", ours_rate, ">=", 150_000)
+    row.target("ours / (a) bulk (share of the limit)", row.ratios["ours / (a) bulk (share of the limit)"], ">=", 0.85)
     row.target("ours / (b) JSON files", row.ratios["ours / (b) JSON files"], ">=", 3)
     row.target("ours / (c) INSERT per span", row.ratios["ours / (c) INSERT per span"], ">=", 50)
     rows_ours, distinct, digest = digests["ours"]
-    row.check(f"every span is one row ({n:,}), none dropped", rows_ours - 1 == n and distinct == rows_ours
-              and digests["dropped"] == 0, f"{rows_ours} rows ({n} timed + 1 before the clock), {distinct} distinct, "
-              f"{digests['dropped']} dropped")
+    row.check(
+        f"every span is one row ({n:,}), none dropped",
+        rows_ours - 1 == n and distinct == rows_ours and digests["dropped"] == 0,
+        f"{rows_ours} rows ({n} timed + 1 before the clock), {distinct} distinct, {digests['dropped']} dropped",
+    )
     bulk_rows, _, bulk_digest = digests["bulk"]
     # ours holds one extra span (the one exported before the clock to open the file)
-    row.check("ours and (a) hold the same rows (ids, attributes, events)", bulk_rows == n and bulk_digest == digest,
-              f"{bulk_rows} bulk rows, digests {digest} / {bulk_digest}")
+    row.check(
+        "ours and (a) hold the same rows (ids, attributes, events)",
+        bulk_rows == n and bulk_digest == digest,
+        f"{bulk_rows} bulk rows, digests {digest} / {bulk_digest}",
+    )
     row.check("(b) files hold every span", digests["files"] == n, f"{digests['files']} spans in files")
     row.check("(c) every span is one row", per_row_count == per_row_n, f"{per_row_count} rows")
     row.info.update(
@@ -305,7 +372,9 @@ def run(ctx: Context) -> Row:
         us_per_span_json_files=1e6 / row.baselines[1].median,
         us_per_span_insert_per_span=1e6 / row.baselines[2].median,
     )
-    row.notes.append(f"plain exporter (no normalisers, no redaction): {row.info['plain_exporter_spans_per_s']:,.0f} spans/s")
+    row.notes.append(
+        f"plain exporter (no normalisers, no redaction): {row.info['plain_exporter_spans_per_s']:,.0f} spans/s"
+    )
     return row
 
 
@@ -318,8 +387,10 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="agent-rl-bench-"))
     try:
         rate, stats = exporter_rate(spans, folder / "bench.duckdb", args.batch)
-        print(f"our exporter: {rate:,.0f} spans/s (export + flush; dropped {stats['spans_dropped']}), "
-              f"{os.cpu_count()} CPUs")
+        print(
+            f"our exporter: {rate:,.0f} spans/s (export + flush; dropped {stats['spans_dropped']}), "
+            f"{os.cpu_count()} CPUs"
+        )
         table, rewards = convert_all(spans[1:], args.batch)
         from agent_rl_plugin.store import ensure_schema
 

@@ -31,33 +31,52 @@ from agent_rl_plugin.receiver.decode import request_to_json
 from agent_rl_plugin.store import DuckDBSpanExporter
 from agent_rl_plugin.store.exporter import collect_normalizers
 
-SPAN_COLUMNS = ("trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms, status_code, "
-                "status_message, attributes, events, links, resource, scope_name, scope_version, service_name, "
-                "rollout_id, task_id, group_id, is_rollout_root, operation, span_kind, start_unix_nano, end_unix_nano")
+SPAN_COLUMNS = (
+    "trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms, status_code, "
+    "status_message, attributes, events, links, resource, scope_name, scope_version, service_name, "
+    "rollout_id, task_id, group_id, is_rollout_root, operation, span_kind, start_unix_nano, end_unix_nano"
+)
 
 
 def make_spans(n_traces: int, tag: str) -> list[ReadableSpan]:
     """Finished spans with every feature a row carries: attributes of each type, an error
-    status, a kind, events (one a reward), a link, a parent, a GenAI operation."""
+    (and an OK) status, a kind, events (one a reward), a link, a parent, a GenAI operation."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": f"svc-{tag}", "team": "rl"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("test.receiver", "1.2.3")
     for i in range(n_traces):
         with tracer.start_as_current_span(
-            f"invoke_agent {tag}", kind=SpanKind.SERVER,
-            attributes={sc.GEN_AI_OPERATION_NAME: "invoke_agent", sc.TASK_ID: f"{tag}-{i}", "flag": True,
-                        "ratio": 0.25, "count": 7, "tags": ("a", "b"), "numbers": (1, 2, 3)},
+            f"invoke_agent {tag}",
+            kind=SpanKind.SERVER,
+            attributes={
+                sc.GEN_AI_OPERATION_NAME: "invoke_agent",
+                sc.TASK_ID: f"{tag}-{i}",
+                "flag": True,
+                "ratio": 0.25,
+                "count": 7,
+                "tags": ("a", "b"),
+                "numbers": (1, 2, 3),
+            },
         ) as root:
-            root.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "quality",
-                                                        sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.5 + i})
+            root.add_event(
+                sc.EVENT_EVALUATION_RESULT,
+                {sc.GEN_AI_EVALUATION_NAME: "quality", sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.5 + i},
+            )
             with tracer.start_as_current_span(
-                "chat tiny", kind=SpanKind.CLIENT, links=[Link(root.get_span_context(), {"why": "x"})],
-                attributes={sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_USAGE_INPUT_TOKENS: 11 + i,
-                            sc.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "content": "héllo ✓"}])},
+                "chat tiny",
+                kind=SpanKind.CLIENT,
+                links=[Link(root.get_span_context(), {"why": "x"})],
+                attributes={
+                    sc.GEN_AI_OPERATION_NAME: "chat",
+                    sc.GEN_AI_USAGE_INPUT_TOKENS: 11 + i,
+                    sc.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "content": "héllo ✓"}]),
+                },
             ) as child:
                 child.add_event("note", {"k": "v"})
                 child.set_status(Status(StatusCode.ERROR, "ValueError: boom"))
+            if i % 2:
+                root.set_status(Status(StatusCode.OK))  # every status code: UNSET, OK, ERROR
     provider.shutdown()
     return list(memory.get_finished_spans())
 
@@ -106,10 +125,14 @@ def test_protobuf_json_gzip_deflate_bodies_land_as_in_process_rows(receiver, tmp
         "pb": (encode_spans(sets["pb"]).SerializeToString(), PB),
         "json": (request_to_json(encode_spans(sets["json"])).encode(), JS),
         "gzip": (gzip.compress(encode_spans(sets["gzip"]).SerializeToString()), {**PB, "Content-Encoding": "gzip"}),
-        "deflate": (zlib.compress(encode_spans(sets["deflate"]).SerializeToString()),
-                    {**PB, "Content-Encoding": "deflate"}),
-        "json_gzip": (gzip.compress(request_to_json(encode_spans(sets["json_gzip"])).encode()),
-                      {**JS, "Content-Encoding": "gzip"}),
+        "deflate": (
+            zlib.compress(encode_spans(sets["deflate"]).SerializeToString()),
+            {**PB, "Content-Encoding": "deflate"},
+        ),
+        "json_gzip": (
+            gzip.compress(request_to_json(encode_spans(sets["json_gzip"])).encode()),
+            {**JS, "Content-Encoding": "gzip"},
+        ),
     }
     for name, (body, headers) in bodies.items():
         status, answer_headers, answer = post(url, body, headers)
@@ -127,7 +150,9 @@ def test_protobuf_json_gzip_deflate_bodies_land_as_in_process_rows(receiver, tmp
     assert len(got) == len(everything) == 30
     assert got == rows(expected)
     reward_columns = "reward_id, rollout_id, step_index, name, value, source, created_at, trace_id, span_id"
-    assert rows(receiver.db, "rewards", reward_columns, "reward_id") == rows(expected, "rewards", reward_columns, "reward_id")
+    assert rows(receiver.db, "rewards", reward_columns, "reward_id") == rows(
+        expected, "rewards", reward_columns, "reward_id"
+    )
     assert len(rows(receiver.db, "rewards", reward_columns, "reward_id")) == 15
     # The canonical views agree too (they read the JSON attributes and events).
     for view in ("llm_calls", "rollouts", "steps"):
@@ -222,8 +247,15 @@ def test_bodies_over_the_limit_get_413(plugin_manager, tmp_path):
 
 
 def test_full_queue_answers_429_with_retry_after_and_the_exporter_retries(plugin_manager, tmp_path):
-    with Receiver(tmp_path / "bp.duckdb", port=0, token="", max_pending_spans=10, write_delay_s=1.5,
-                  linger_s=0.0) as slow:
+    with Receiver(
+        tmp_path / "bp.duckdb",
+        port=0,
+        token="",
+        max_pending_spans=10,
+        write_delay_s=1.5,
+        linger_s=0.0,
+        admission_wait_s=0,
+    ) as slow:
         url = slow.url + "/v1/traces"
         first = encode_spans(make_spans(4, "first")).SerializeToString()  # 8 spans: fits
         assert post(url, first, PB)[0] == 200
@@ -238,6 +270,65 @@ def test_full_queue_answers_429_with_retry_after_and_the_exporter_retries(plugin
         stats = slow.stats_snapshot()
     assert stats["spans_rejected"] >= 4 and stats["batches_rejected"] >= 1
     assert len(rows(slow.db)) == 12  # 8 + 4 retried; the refused "second" batch was never acknowledged
+
+
+def test_a_full_queue_holds_batches_in_arrival_order_then_answers_429(plugin_manager, tmp_path):
+    """Back-pressure first waits (first come, first served), and only then refuses: a small batch
+    that would fit does not overtake a bigger one that came first; a batch that gets no room
+    within ``admission_wait_s`` gets 429 and was not taken."""
+    with Receiver(
+        tmp_path / "wait.duckdb",
+        port=0,
+        token="",
+        max_pending_spans=10,
+        write_delay_s=0.6,
+        linger_s=0.0,
+        admission_wait_s=10.0,
+    ) as slow:
+        url = slow.url + "/v1/traces"
+        assert post(url, encode_spans(make_spans(4, "first")).SerializeToString(), PB)[0] == 200  # 8 of 10
+        answered: dict[str, tuple[int, float]] = {}
+        started = time.monotonic()
+
+        def send(tag: str, n_traces: int, delay: float) -> None:
+            time.sleep(delay)
+            status = post(url, encode_spans(make_spans(n_traces, tag)).SerializeToString(), PB)[0]
+            answered[tag] = (status, time.monotonic() - started)
+
+        big = threading.Thread(target=send, args=("big", 4, 0.0))  # 8 spans: waits for the first write
+        small = threading.Thread(target=send, args=("small", 1, 0.2))  # 2 spans: would fit now (8 + 2)
+        for thread in (big, small):
+            thread.start()
+        for thread in (big, small):
+            thread.join()
+        assert answered["big"][0] == answered["small"][0] == 200
+        assert 0.4 <= answered["big"][1] < 5.0  # held until the first write made room, not to the timeout
+        assert answered["small"][1] >= answered["big"][1] - 0.05  # its turn came after the big one's
+        stats = slow.stats_snapshot()
+        assert stats["batches_delayed"] == 2 and stats["batches_rejected"] == 0
+    assert len(rows(slow.db)) == 18
+
+    with Receiver(
+        tmp_path / "refuse.duckdb",
+        port=0,
+        token="",
+        max_pending_spans=10,
+        write_delay_s=2.0,
+        linger_s=0.0,
+        admission_wait_s=0.3,
+    ) as slower:
+        url = slower.url + "/v1/traces"
+        assert post(url, encode_spans(make_spans(4, "first")).SerializeToString(), PB)[0] == 200
+        started = time.monotonic()
+        status, headers, _ = post(url, encode_spans(make_spans(2, "late")).SerializeToString(), PB)
+        assert status == 429 and int(headers["Retry-After"]) >= 1 and time.monotonic() - started >= 0.3
+        stats = slower.stats_snapshot()
+        assert stats["batches_delayed"] == 1 and stats["batches_rejected"] == 1 and stats["queue_depth"] == 8
+        # A batch that can never fit (more than the bound) is refused at once, without waiting.
+        started = time.monotonic()
+        assert post(url, encode_spans(make_spans(6, "huge")).SerializeToString(), PB)[0] == 429
+        assert time.monotonic() - started < 0.3
+    assert len(rows(slower.db)) == 8
 
 
 def test_healthz_and_stats_counters(receiver):
@@ -255,6 +346,8 @@ def test_healthz_and_stats_counters(receiver):
     assert stats["spans_received"] == stats["spans_accepted"] == stats["spans_written"] == 12
     assert stats["spans_rejected"] == 0 and stats["spans_dropped"] == 0 and stats["queue_depth"] == 0
     assert stats["queue_limit"] == 200_000 and stats["db"] == str(receiver.db)
+    assert stats["batches_delayed"] == 0
+    assert stats["decode_s"] > 0 and stats["convert_s"] > 0 and stats["commit_s"] > 0  # where the time goes
 
 
 def test_query_endpoint_reads_and_refuses_writes(receiver):
@@ -272,8 +365,7 @@ def test_query_endpoint_reads_and_refuses_writes(receiver):
 
 
 def test_stop_writes_everything_acknowledged_then_refuses(plugin_manager, tmp_path):
-    slow = Receiver(tmp_path / "stop.duckdb", port=0, token="", write_delay_s=0.3, linger_s=0.0,
-                    batch_rows=10).start()
+    slow = Receiver(tmp_path / "stop.duckdb", port=0, token="", write_delay_s=0.3, linger_s=0.0, batch_rows=10).start()
     url = slow.url + "/v1/traces"
     acknowledged = 0
     for i in range(8):
@@ -291,8 +383,7 @@ def test_stop_writes_everything_acknowledged_then_refuses(plugin_manager, tmp_pa
 
 def test_requests_during_stop_are_refused_not_lost(plugin_manager, tmp_path):
     """A batch arriving while the receiver stops gets 503 (never a 200 that is then not written)."""
-    slow = Receiver(tmp_path / "race.duckdb", port=0, token="", write_delay_s=0.2, linger_s=0.0,
-                    batch_rows=6).start()
+    slow = Receiver(tmp_path / "race.duckdb", port=0, token="", write_delay_s=0.2, linger_s=0.0, batch_rows=6).start()
     url = slow.url + "/v1/traces"
     results: list[tuple[int, int]] = []
 

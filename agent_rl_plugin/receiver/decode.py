@@ -247,11 +247,32 @@ def _int_id(raw: bytes, size: int) -> int | None:
     return int.from_bytes(raw, "big") if len(raw) == size else None
 
 
+def _links(links: Iterable[Any]) -> tuple[Link, ...]:
+    return tuple(
+        Link(
+            SpanContext(_int_id(link.trace_id, 16) or 0, _int_id(link.span_id, 8) or 0, True),
+            attributes(link.attributes),
+        )
+        for link in links
+    )
+
+
+#: Status objects are immutable: one shared instance per code without a message.
+_PLAIN_STATUS = {code: Status(code) for code in _STATUS.values()}
+
+
 def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[ReadableSpan], int]:
     """(spans, number of spans left out for invalid ids) — see the module contract."""
     spans: list[ReadableSpan] = []
+    append = spans.append
     invalid = 0
     sampled = TraceFlags(TraceFlags.SAMPLED)
+    from_bytes = int.from_bytes
+    kinds_get = _KINDS.get
+    internal = SpanKind.INTERNAL
+    plain_status = _PLAIN_STATUS
+    unset = plain_status[StatusCode.UNSET]
+    error_code = StatusCode.ERROR
     for resource_spans in request.resource_spans:
         resource = Resource(attributes(resource_spans.resource.attributes), resource_spans.schema_url or None)
         for scope_spans in resource_spans.scope_spans:
@@ -263,44 +284,43 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
                 attributes(scope_msg.attributes) or None,
             )
             for span in scope_spans.spans:
-                trace_id = _int_id(span.trace_id, 16)
-                span_id = _int_id(span.span_id, 8)
-                if trace_id is None or span_id is None:
+                raw_trace, raw_span = span.trace_id, span.span_id
+                if len(raw_trace) != 16 or len(raw_span) != 8:
                     invalid += 1
                     continue
-                parent_id = _int_id(span.parent_span_id, 8) if span.parent_span_id else None
-                context = SpanContext(trace_id, span_id, False, sampled)
-                parent = None if parent_id is None else SpanContext(trace_id, parent_id, True, sampled)
-                status_code = _STATUS.get(span.status.code, StatusCode.UNSET)
-                events = (
-                    tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in span.events)
-                    if span.events
-                    else ()
+                trace_id = from_bytes(raw_trace, "big")
+                context = SpanContext(trace_id, from_bytes(raw_span, "big"), False, sampled)
+                raw_parent = span.parent_span_id
+                parent = (
+                    SpanContext(trace_id, from_bytes(raw_parent, "big"), True, sampled)
+                    if len(raw_parent) == 8
+                    else None
                 )
-                links = (
-                    tuple(
-                        Link(
-                            SpanContext(_int_id(link.trace_id, 16) or 0, _int_id(link.span_id, 8) or 0, True),
-                            attributes(link.attributes),
-                        )
-                        for link in span.links
+                if span.HasField("status"):
+                    status_msg = span.status
+                    status_code = _STATUS.get(status_msg.code, StatusCode.UNSET)
+                    status = (
+                        Status(status_code, status_msg.message or None)
+                        if status_code is error_code
+                        else plain_status[status_code]
                     )
-                    if span.links
-                    else ()
-                )
-                spans.append(
+                else:
+                    status = unset
+                events = span.events
+                links = span.links
+                append(
                     ReadableSpan(
                         name=span.name,
                         context=context,
                         parent=parent,
                         resource=resource,
                         attributes=attributes(span.attributes),
-                        events=events,
-                        links=links,
-                        kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
-                        status=Status(status_code, span.status.message or None)
-                        if status_code is StatusCode.ERROR
-                        else Status(status_code),
+                        events=tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in events)
+                        if events
+                        else (),
+                        links=_links(links) if links else (),
+                        kind=kinds_get(span.kind, internal),
+                        status=status,
                         start_time=span.start_time_unix_nano,
                         end_time=span.end_time_unix_nano,
                         instrumentation_scope=scope,

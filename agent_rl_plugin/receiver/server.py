@@ -10,8 +10,9 @@ Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection, at mo
   invalid ids or that could not be converted); **400** with a message for a malformed body (the
   server keeps running); **415** for another Content-Type/Encoding; **413** for a body over
   ``max_body_bytes`` (compressed or not);
-  **429** with ``Retry-After`` when the queue is full (nothing of the batch was taken: the
-  OTLP exporter retries); **503** with ``Retry-After`` while shutting down or when the
+  **429** with ``Retry-After`` when the queue stayed full for ``admission_wait_s`` (the
+  request is held that long first, its turn kept; nothing of the batch was taken: the OTLP
+  exporter retries); **503** with ``Retry-After`` while shutting down or when the
   database cannot be opened; **401** without the bearer token when one is set. A missing
   Content-Type is **415** (a browser can send a body without one).
 * ``GET /healthz``: ``{"status": "ok"}`` (200) while accepting, 503 while stopping.
@@ -56,6 +57,7 @@ import secrets
 import select
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any, TypedDict
 
@@ -243,10 +245,12 @@ class _Handler(BaseHTTPRequestHandler):
             stats.add(batches_rejected=1)
             return
         kind = PROTOBUF
+        started = time.thread_time()
         try:
             kind = media_type(self.headers.get("Content-Type"))
             request = decode_body(body, kind, self.headers.get("Content-Encoding"), max_bytes=receiver.max_body_bytes)
             spans, invalid = spans_from_request(request)
+            stats.add_time(decode_s=time.thread_time() - started)
         except BodyTooLarge as exc:
             stats.add(batches_rejected=1)
             self._error(413, str(exc))
@@ -268,6 +272,10 @@ class _Handler(BaseHTTPRequestHandler):
         total = count_spans(request)
         stats.add(spans_received=total)
         outcome = receiver.accept(spans)
+        if outcome is not None:
+            stats.add_time(convert_s=outcome.convert_s)
+            if outcome.delayed:
+                stats.add(batches_delayed=1)
         if outcome is None or outcome.status != "ok":
             stats.add(batches_rejected=1, spans_rejected=total)
             if outcome is not None and outcome.status == "full":
@@ -343,7 +351,9 @@ class Receiver:
     ``$AGENT_RL_SERVE_TOKEN``, else a random one made here; ``""`` disables it, refused by
     :meth:`start` on a host beyond loopback, as is a made-up token). ``allowed_hosts``: more Host
     names to answer (a reverse proxy's public name). ``max_pending_spans``: the queue bound (spans
-    accepted and not yet committed) beyond which batches get 429. ``max_connections``: open
+    accepted and not yet committed) beyond which batches wait up to ``admission_wait_s`` for room,
+    first come first served, then get 429 (:class:`~agent_rl_plugin.receiver.sink.SpanSink`;
+    ``0``: 429 at once). ``max_connections``: open
     connections served at once. ``query_*``: the limits of ``/query``. ``write_delay_s``: test hook
     (see :mod:`~agent_rl_plugin.receiver.sink`). ``announce``: write ``<db>.serve.json`` (and, on
     loopback with a token, this user's port entry that local exporters read).
@@ -370,6 +380,7 @@ class Receiver:
         query_memory_limit: str = "1GB",
         max_snapshots: int = 4,
         snapshot_interval_s: float = 0.5,
+        admission_wait_s: float = 1.0,
     ) -> None:
         self.db = os.path.abspath(os.fspath(db))
         self.host = host
@@ -394,6 +405,7 @@ class Receiver:
             batch_rows=batch_rows,
             linger_s=linger_s,
             write_delay_s=write_delay_s,
+            admission_wait_s=admission_wait_s,
         )
         self.copies = Copies(
             self.db + ".snapshots", self.sink.cursor, max_kept=max_snapshots, min_interval_s=snapshot_interval_s
@@ -540,6 +552,7 @@ class Receiver:
             spans_written=written["spans_written"],
             spans_dropped=written["spans_dropped"],
             batches_written=written["batches_written"],
+            commit_s=round(self.sink.commit_s, 6),
             queue_depth=self.sink.pending,
             queue_limit=self.sink.max_pending_spans,
             db=self.db,

@@ -17,6 +17,16 @@ Contract:
   span queued; ``failed`` counts unconvertible ones), ``"full"`` (more than ``max_pending_spans``
   would be waiting: nothing queued, the sender should retry later) or ``"unavailable"`` (shut
   down, or the database failed to open moments ago: nothing queued).
+* Admission: a batch that finds the queue full (or others already waiting) waits up to
+  ``admission_wait_s`` for room, **first come, first served**: each commit of the writer wakes
+  the waiters and the oldest one that fits goes first, so senders are not starved by luckier
+  retries (an OTLP exporter retries a 429 only a few times). ``"full"`` only when no room came
+  in time (``0``: at once, the behaviour without waiting). The bound holds while waiting: a
+  waiting batch is not in the queue and was not acknowledged. ``Accepted.delayed`` tells that a
+  batch waited; a batch larger than ``max_pending_spans`` can never fit and is ``"full"`` at once.
+* Timings (CPU seconds of the thread doing the work): ``Accepted.convert_s`` is the conversion's;
+  :attr:`SpanSink.commit_s` sums the writer's inserts and commits (the receiver's ``convert_s`` /
+  ``commit_s`` counters).
 * :meth:`SpanSink.close` writes everything accepted, then closes the database.
 * :meth:`SpanSink.cursor` gives a cursor on the writer's connection once everything accepted so
   far is committed (how ``POST /query`` reads while the receiver holds the file).
@@ -26,12 +36,13 @@ Contract:
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
@@ -58,17 +69,29 @@ class Accepted:
     status: str
     queued: int = 0
     failed: int = 0
+    delayed: bool = False  #: it waited for room before being queued (or refused)
+    convert_s: float = 0.0  #: CPU seconds of the conversion to rows
 
 
 class _Writer(StoreWriter):
-    """The store's writer thread, with the receiver's test hook (a delay before each insert)."""
+    """The store's writer thread, with the receiver's test hook (a delay before each insert),
+    the time spent writing (``commit_s``) and a call after each write (``written``: the queue
+    has room again)."""
 
     write_delay_s: float = 0.0
+    commit_s: float = 0.0
+    written: Callable[[], None] | None = None
 
     def _write(self, batches: list[SpanBatch]) -> None:
         if self.write_delay_s:
             time.sleep(self.write_delay_s)
-        super()._write(batches)
+        started = time.thread_time()
+        try:
+            super()._write(batches)  # the spans leave ``pending`` (written or dropped) in there
+        finally:
+            self.commit_s += time.thread_time() - started
+            if self.written is not None:
+                self.written()
 
 
 class SpanSink:
@@ -85,6 +108,7 @@ class SpanSink:
         normalizers: Sequence[tuple[str, Normalizer]] | None = None,
         write_delay_s: float = 0.0,
         transform: Any = FROM_CONFIG,
+        admission_wait_s: float = 1.0,
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.stats = ExportStats()
@@ -114,8 +138,11 @@ class SpanSink:
             linger_s=linger_s,
         )
         self.writer.write_delay_s = write_delay_s
+        self.writer.written = self._room_made
         self.max_pending_spans = max_pending_spans
-        self._lock = threading.Lock()
+        self.admission_wait_s = admission_wait_s
+        self._room = threading.Condition()  # guards the check-and-enqueue and the waiting line
+        self._waiting: collections.deque[object] = collections.deque()
         self._key = store_key(self.path)
         self._closed = False
         register_writer(self._key, self.writer)  # open_reader() in this process reads through us
@@ -169,22 +196,61 @@ class SpanSink:
         """Spans accepted and not yet committed or dropped."""
         return self.writer.pending
 
+    @property
+    def commit_s(self) -> float:
+        """CPU seconds the writer thread spent inserting and committing, summed."""
+        return self.writer.commit_s
+
+    def _room_made(self) -> None:
+        with self._room:
+            self._room.notify_all()
+
     def accept(self, spans: Sequence[ReadableSpan]) -> Accepted:
         """Convert and queue ``spans`` all or nothing (see the module contract)."""
         if self._closed or not self.writer.available():
             return Accepted("unavailable")
+        started = time.thread_time()
         batch = self.converter.convert(spans)
+        convert_s = time.thread_time() - started
         if batch.invalid or batch.truncated:
             self.writer.stats.add(spans_invalid=batch.invalid, spans_truncated=batch.truncated)
         n = batch.num_spans
         if n == 0:
-            return Accepted("ok", 0, batch.failed)
-        with self._lock:  # the check and the enqueue together: concurrent requests cannot overshoot
-            if self.writer.pending + n > self.max_pending_spans:
-                return Accepted("full", 0, batch.failed)
-            if not self.writer.submit(batch):
-                return Accepted("unavailable", 0, batch.failed)
-        return Accepted("ok", n, batch.failed)
+            return Accepted("ok", 0, batch.failed, convert_s=convert_s)
+        status, delayed = self._admit(batch)
+        return Accepted(status, n if status == "ok" else 0, batch.failed, delayed, convert_s)
+
+    def _fits(self, n: int) -> bool:
+        return self.writer.pending + n <= self.max_pending_spans
+
+    def _admit(self, batch: SpanBatch) -> tuple[str, bool]:
+        """Queue ``batch`` now, or after waiting its turn for room (see the module contract):
+        (status, whether it waited)."""
+        n = batch.num_spans
+        with self._room:  # the check and the enqueue together: concurrent requests cannot overshoot
+            if not self._waiting and self._fits(n):
+                return self._submit(batch), False
+            if self.admission_wait_s <= 0 or n > self.max_pending_spans:
+                return "full", False
+            turn = object()
+            self._waiting.append(turn)
+            deadline = time.monotonic() + self.admission_wait_s
+            try:
+                while True:
+                    if self._closed or not self.writer.available():
+                        return "unavailable", True
+                    if self._waiting[0] is turn and self._fits(n):
+                        return self._submit(batch), True
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return "full", True
+                    self._room.wait(remaining)  # woken after each write, by close and by those leaving the line
+            finally:
+                self._waiting.remove(turn)
+                self._room.notify_all()  # the next in line may fit now
+
+    def _submit(self, batch: SpanBatch) -> str:
+        return "ok" if self.writer.submit(batch) else "unavailable"
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """``True`` once everything accepted so far is committed (or dropped)."""
@@ -205,6 +271,7 @@ class SpanSink:
         if self._closed:
             return
         self._closed = True
+        self._room_made()  # waiting batches see the sink closed and give up
         try:
             unregister_writer(self._key, self.writer)
             self.writer.close(timeout_s)

@@ -7,6 +7,8 @@ JSON-ready dict with these keys (all integers unless noted):
 * ``batches_accepted``: requests whose spans were all queued (answered 200);
 * ``batches_rejected``: requests refused (400/401/413/415/429/503): a bad request, a full
   queue, or a receiver shutting down;
+* ``batches_delayed``: requests that found the queue full and were held until it had room
+  (acknowledged later, not refused; see :class:`~agent_rl_plugin.receiver.sink.SpanSink`);
 * ``spans_received``: spans decoded from accepted or back-pressured requests;
 * ``spans_accepted``: spans queued for the writer (acknowledged to the sender);
 * ``spans_rejected``: spans refused (queue full, shutting down, invalid ids, unconvertible);
@@ -16,7 +18,11 @@ JSON-ready dict with these keys (all integers unless noted):
 * ``queries`` / ``snapshots``: ``POST /query`` / ``POST /snapshot`` requests served;
   ``connections_refused``: connections closed with 503 over ``max_connections``;
   ``uptime_s`` (float), ``last_error`` (text or null),
-  ``db`` (the database path), ``pid``.
+  ``db`` (the database path), ``pid``;
+* ``decode_s`` / ``convert_s`` / ``commit_s`` (floats: CPU seconds of the thread doing it,
+  summed; wall time would also count waiting for the GIL): parsing bodies into SDK spans and
+  converting those to rows (both in the request threads), and the writer's inserts and commits
+  (in its thread, DuckDB's work included; the receiver adds this one from its sink).
 """
 
 from __future__ import annotations
@@ -39,11 +45,14 @@ class ReceiverStats:
         "queries",
         "snapshots",
         "connections_refused",
+        "batches_delayed",
     )
+    TIMERS = ("decode_s", "convert_s")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(self.FIELDS, 0)
+        self._seconds = dict.fromkeys(self.TIMERS, 0.0)
         self.started = time.monotonic()
         self.last_error: str | None = None
 
@@ -52,6 +61,12 @@ class ReceiverStats:
         with self._lock:
             for name, delta in deltas.items():
                 self._counts[name] += delta
+
+    def add_time(self, **seconds: float) -> None:
+        """Add ``seconds`` to the named timers (:attr:`TIMERS`)."""
+        with self._lock:
+            for name, delta in seconds.items():
+                self._seconds[name] += delta
 
     def error(self, message: str) -> None:
         """Remember the latest error (shown as ``last_error``)."""
@@ -63,6 +78,7 @@ class ReceiverStats:
         with self._lock:
             return {
                 **self._counts,
+                **{name: round(value, 6) for name, value in self._seconds.items()},
                 "uptime_s": round(time.monotonic() - self.started, 3),
                 "last_error": self.last_error,
             }
