@@ -48,8 +48,15 @@ RETURNS = [1.0, 2.0, 2.0, 1.0, 0.0, 2.0, 4.0]
 #   g2/s0 = {C0: G=2, C1: G=4}: mean 3, deviations -1, +1, std = sqrt(2)
 STEP_MEAN_NORM = [-1 / 3, 0.0, 2 / 3, -1 / 3, 0.0, -1.0, 1.0]
 S0_STD = math.sqrt(1 / 3)
-STEP_STD_NORM = [-1 / 3 / (S0_STD + EPS), 0.0, 2 / 3 / (S0_STD + EPS), -1 / 3 / (S0_STD + EPS), 0.0,
-                 -1 / (SQRT2 + EPS), 1 / (SQRT2 + EPS)]
+STEP_STD_NORM = [
+    -1 / 3 / (S0_STD + EPS),
+    0.0,
+    2 / 3 / (S0_STD + EPS),
+    -1 / 3 / (S0_STD + EPS),
+    0.0,
+    -1 / (SQRT2 + EPS),
+    1 / (SQRT2 + EPS),
+]
 
 # Episode advantages. g2 has one trajectory: mean 0, std 1, so A_E(C) = 4 (4 / (1 + eps) with std).
 # baseline="trajectory": g1 values [3, 1]: mean 2, unbiased std sqrt(((1)^2 + (-1)^2) / 1) = sqrt(2)
@@ -122,6 +129,51 @@ def test_long_trajectory_returns_do_not_underflow():
     np.testing.assert_allclose(g, (1 - 0.9 ** (n - np.arange(n))) / 0.1, rtol=1e-12)
 
 
+def _bench_like_table(seed: int, trajectories: int = 300) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 21, size=trajectories)
+    traj = np.repeat(np.arange(trajectories), lengths)
+    step = np.arange(traj.size) - np.repeat(np.cumsum(lengths) - lengths, lengths) + 7
+    table = pa.table(
+        {
+            "group_id": [f"g{t // 4}" for t in traj],
+            "trajectory_id": [f"t{t}" for t in traj],
+            "step_index": step,
+            "state_key": [f"s{k}" for k in rng.integers(0, 5, size=traj.size)],
+            "reward": rng.choice([0.0, 0.5, 1.0, -0.25], size=traj.size),
+        }
+    )
+    return table.take(pa.array(rng.permutation(table.num_rows)))
+
+
+@pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
+def test_sort_free_and_sorted_paths_agree(monkeypatch, mode):
+    # Consecutive step indices take the sort-free grid; forcing the sorted path (as gaps or a
+    # trajectory longer than the grid allows would) must give the same values.
+    import agent_rl_plugin.advantages.gigpo as gigpo
+
+    table = _bench_like_table(3)
+    calls: list = []
+    dense = gigpo._dense_step_returns
+    monkeypatch.setattr(gigpo, "_dense_step_returns", lambda *a: calls.append(dense(*a)) or calls[-1])
+    fast = compute_gigpo(table, mode=mode, gamma=0.9)
+    assert len(calls) == 1 and calls[0] is not None  # the grid ran and gave the values
+    monkeypatch.setattr(gigpo, "_DENSE_MAX_STEPS", 0)
+    slow = compute_gigpo(table, mode=mode, gamma=0.9)
+    np.testing.assert_allclose(fast.step_return, slow.step_return, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast.advantage, slow.advantage, rtol=0, atol=1e-12)
+    assert fast.summary == pytest.approx(slow.summary, rel=0, abs=1e-12)
+
+
+def test_sort_free_path_matches_the_reference_on_long_trajectories():
+    # 3000 steps (within the grid) and 5000 steps (over it: sorted) against the per-row loops.
+    rows = [row("g", t, i, f"s{i % 7}", float(i % 3)) for t, n in (("a", 3000), ("b", 5000)) for i in range(n)]
+    random.Random(1).shuffle(rows)
+    expected = reference_gigpo(rows, 1.0, 0.99, "mean_std_norm", EPS, "step")
+    actual = gigpo_advantages(rows, gamma=0.99, mode="mean_std_norm", epsilon=EPS)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
+
+
 # --- a per-row Python reference (loops, like verl-agent's gigpo/core_gigpo.py) ------------
 def reference_gigpo(rows, omega, gamma, mode, epsilon, baseline):
     n = len(rows)
@@ -177,10 +229,15 @@ def step_tables(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     reward_pool = [0.0, 1.0, -1.0, 0.5] + [round(rng.uniform(-5, 5), 3) for _ in range(4)]
     rows = []
+    consecutive = draw(st.booleans())  # every trajectory's indices consecutive: the sort-free path
     for g in range(draw(st.integers(1, 4))):
         for t in range(draw(st.integers(1, 4))):
             length = draw(st.integers(1, 6))
-            indices = rng.sample(range(3 * length), length)  # distinct, with gaps, unsorted
+            if consecutive:
+                start = rng.randrange(-3, 4)
+                indices = rng.sample(range(start, start + length), length)  # unsorted
+            else:
+                indices = rng.sample(range(3 * length), length)  # distinct, with gaps, unsorted
             for step in indices:
                 rows.append(row(f"g{g}", f"g{g}t{t}", step, f"s{rng.randrange(3)}", rng.choice(reward_pool)))
     if draw(st.booleans()):  # an explicit episode reward per trajectory
@@ -234,14 +291,23 @@ def test_input_formats_agree():
 def test_empty_input():
     result = compute_gigpo([])
     assert result.advantage.size == 0 and result.summary["rows"] == 0
-    assert gigpo_advantages(pa.table({c: pa.array([], pa.string()) for c in ("group_id", "trajectory_id", "state_key")}
-                                     | {"step_index": pa.array([], pa.int64()), "reward": pa.array([], pa.float64())})).size == 0
+    assert (
+        gigpo_advantages(
+            pa.table(
+                {c: pa.array([], pa.string()) for c in ("group_id", "trajectory_id", "state_key")}
+                | {"step_index": pa.array([], pa.int64()), "reward": pa.array([], pa.float64())}
+            )
+        ).size
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
     "change, message",
     [
         (lambda rows: rows.append(row("g1", "A", 1, "s9", 0.0)), "same step_index: trajectory 'A', step_index 1"),
+        # {0, 0, 2}: as many indices as the span holds, so only the sort-free path's cell count sees it
+        (lambda rows: rows[1].update(step_index=0), "same step_index: trajectory 'A', step_index 0"),
         (lambda rows: rows[1].update(reward=float("nan")), "reward is nan at row 1 (trajectory 'A', step_index 1)"),
         (lambda rows: rows[4].update(reward=float("inf")), "reward is inf at row 4 (trajectory 'B', step_index 1)"),
         (lambda rows: rows[3].update(reward=None), "reward is missing at row 3 (trajectory 'B', step_index 0)"),
@@ -269,9 +335,13 @@ def test_episode_reward_must_be_constant_per_trajectory():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"mode": "std"}, "mode must be one of"), ({"baseline": "group"}, "baseline must be one of"),
-     ({"gamma": 1.5}, "gamma must be within"), ({"epsilon": -1.0}, "epsilon must be"),
-     ({"omega": float("nan")}, "omega must be")],
+    [
+        ({"mode": "std"}, "mode must be one of"),
+        ({"baseline": "group"}, "baseline must be one of"),
+        ({"gamma": 1.5}, "gamma must be within"),
+        ({"epsilon": -1.0}, "epsilon must be"),
+        ({"omega": float("nan")}, "omega must be"),
+    ],
 )
 def test_bad_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -57,7 +57,9 @@ def build(store, fn=build_kto_dataset, **kwargs):
 def test_kto_row_splits_at_the_first_assistant_message(store):
     _, con = store
     write_rollout(con, "r1", task_id="t", group_id="g", llm_calls=well_behaved("price?", "1.5"), rewards={"ok": 1.0})
-    write_rollout(con, "r2", task_id="t", group_id="g", llm_calls=well_behaved("price?", "2"), rewards={"ok": 0.0}, start_s=1)
+    write_rollout(
+        con, "r2", task_id="t", group_id="g", llm_calls=well_behaved("price?", "2"), rewards={"ok": 0.0}, start_s=1
+    )
     ds, report = build(store)
     assert ds.column_names == ["prompt", "completion", "label", "rollout_id", "group_id", "task_id", "reward"]
     row = ds[0]
@@ -88,7 +90,11 @@ def test_assistant_turns_missing_from_the_history_are_restored(store):
     ds, report = build(store)
     completion = ds[0]["completion"]
     assert [(m["role"], (m["tool_calls"] or [{}])[0].get("id"), m["tool_call_id"]) for m in completion] == [
-        ("assistant", "a", None), ("tool", None, "a"), ("assistant", "b", None), ("tool", None, "b"), ("assistant", None, None),
+        ("assistant", "a", None),
+        ("tool", None, "a"),
+        ("assistant", "b", None),
+        ("tool", None, "b"),
+        ("assistant", None, None),
     ]
     assert ds[0]["prompt"] == [{"role": "user", "content": "q", "tool_calls": None, "tool_call_id": None, "name": None}]
     assert any("restored" in note for note in report.notes)
@@ -98,8 +104,12 @@ def test_rollout_without_llm_calls_uses_the_agent_input_and_output(store):
     _, con = store
     write_rollout(con, "r1", agent_input={"question": "How much?"}, agent_output="3 euros", rewards={"ok": 1.0})
     write_rollout(
-        con, "r2", agent_input={"messages": [SYSTEM, user("hi")]}, agent_output={"content": "hello"},
-        rewards={"ok": 1.0}, start_s=1,
+        con,
+        "r2",
+        agent_input={"messages": [SYSTEM, user("hi")]},
+        agent_output={"content": "hello"},
+        rewards={"ok": 1.0},
+        start_s=1,
     )
     write_rollout(con, "r3", agent_input={"question": "?"}, rewards={"ok": 1.0}, start_s=2)  # no output at all
     ds, report = build(store)
@@ -142,12 +152,22 @@ def test_message_forms_are_normalised(store):
     write_rollout(con, "r1", llm_calls=[(parts_in, parts_out)], rewards={"ok": 1.0})
     openai_in = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
     openai_out = [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "x", "type": "function", "function": {"name": "g", "arguments": "{\"b\": 2}"}}]}
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "x", "type": "function", "function": {"name": "g", "arguments": '{"b": 2}'}}],
+        }
     ]
     write_rollout(con, "r2", llm_calls=[(openai_in, openai_out)], rewards={"ok": 1.0}, start_s=1)
-    write_rollout(con, "r3", llm_calls=[('[{"role": "user", "content": "cut', [answer("x")])], rewards={"ok": 1.0},
-                  agent_input="fallback", agent_output="x", start_s=2)
+    write_rollout(
+        con,
+        "r3",
+        llm_calls=[('[{"role": "user", "content": "cut', [answer("x")])],
+        rewards={"ok": 1.0},
+        agent_input="fallback",
+        agent_output="x",
+        start_s=2,
+    )
     ds, _ = build(store)
     one, two, three = ds
     assert one["prompt"][0]["content"] == "hi"
@@ -221,8 +241,13 @@ def test_rollouts_without_rewards_are_left_out_and_none_at_all_is_an_error(store
 def _scored_group(con, values, group="g", prefix="r", start=0.0):
     for i, value in enumerate(values):
         write_rollout(
-            con, f"{prefix}{i}", task_id="t", group_id=group, llm_calls=well_behaved("q", str(i)),
-            rewards={"ok": value}, start_s=start + i,
+            con,
+            f"{prefix}{i}",
+            task_id="t",
+            group_id=group,
+            llm_calls=well_behaved("q", str(i)),
+            rewards={"ok": value},
+            start_s=start + i,
         )
 
 
@@ -296,3 +321,51 @@ def test_fast_selection_matches_the_rollouts_view(store):
     fast = arrow(con, ROOTS_SQL + order)
     view = arrow(con, "SELECT rollout_id, task_id, group_id, start_time FROM rollouts" + order)
     assert fast.equals(view)
+
+
+@pytest.mark.parametrize("failed_rollouts", ["exclude", "zero_reward"])
+def test_build_datasets_shares_the_episodes_and_equals_the_separate_builds(store, failed_rollouts, monkeypatch):
+    import agent_rl_plugin.data.build as build_module
+    import agent_rl_plugin.data.grpo as grpo_module
+    import agent_rl_plugin.data.kto as kto_module
+    from agent_rl_plugin.data import build_datasets
+
+    path, con = store
+    _scored_group(con, [0.0, 1.0, 0.5], group="g1", prefix="a")
+    _scored_group(con, [0.2], group="g2", prefix="b", start=10)  # a group of one: GRPO leaves it out
+    write_rollout(con, "quiet", task_id="t", group_id="g1", llm_calls=well_behaved("q", "x"), start_s=30)  # no reward
+    write_rollout(
+        con, "broken", task_id="t", group_id="g1", llm_calls=well_behaved("q", "y"), rewards={"ok": 1.0}, start_s=31
+    )
+    con.execute("UPDATE spans SET status_code = 'ERROR' WHERE rollout_id = 'broken' AND is_rollout_root")
+    options = {"where": "rollout_id <> 'c0'", "weights": ["ok"], "failed_rollouts": failed_rollouts}
+    kto, kto_report = build(store, label_rule="quantile", **options)
+    grpo, grpo_report = build(store, build_grpo_dataset, min_group_size=2, **options)
+    reports = {"grpo": BuildReport(), "kto": BuildReport()}
+    calls = []
+    for module in (build_module, kto_module, grpo_module):  # count every episode pass
+        monkeypatch.setattr(
+            module, "episode_rows", lambda *a, _f=module.episode_rows, **k: calls.append(1) or _f(*a, **k)
+        )
+    both = build_datasets(con, ("grpo", "kto"), label_rule="quantile", min_group_size=2, reports=reports, **options)
+    assert list(both) == ["grpo", "kto"] and len(calls) == 1  # one episode pass for both
+    assert both["kto"].to_list() == kto.to_list() and both["grpo"].to_list() == grpo.to_list()
+    assert reports["kto"].to_dict() == kto_report.to_dict() and reports["grpo"].to_dict() == grpo_report.to_dict()
+    assert kto_report.left_out and kto_report.to_dict() != grpo_report.to_dict()  # the reports say something
+    assert len(build_datasets(path, ("kto",))["kto"]) > 0  # a path works too
+    with pytest.raises(DatasetError, match="kinds must be distinct names"):
+        build_datasets(con, ("kto", "steps"))
+    with pytest.raises(DatasetError, match="kinds must be distinct names"):
+        build_datasets(con, ("kto", "kto"))
+
+
+def test_reward_names_are_every_name_read_sorted(store):
+    _, con = store
+    names = ["zeta", "mid", "kappa", "gamma", "delta", "beta", "alpha"]  # not in order: the report sorts
+    for i, name in enumerate(names):
+        rewards = {name: 1.0, "zeta": 0.5} if i else {"zeta": 1.0}
+        write_rollout(con, f"r{i}", task_id="t", llm_calls=well_behaved("q", str(i)), rewards=rewards, start_s=i)
+    _, report = build(store)
+    assert report.reward_names == sorted(names)
+    _, report = build(store, weights={"zeta": 1.0})
+    assert report.reward_names == ["zeta"]

@@ -26,7 +26,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from agent_rl_plugin.advantages._groups import factorize, finite_floats, group_stats, integer_column, safe_divide
+from agent_rl_plugin.advantages._groups import (
+    compact_codes,
+    factorize,
+    finite_floats,
+    group_stats,
+    integer_column,
+    safe_divide,
+)
 
 MODES = ("mean_norm", "mean_std_norm")
 BASELINES = ("step", "trajectory")
@@ -108,6 +115,77 @@ def discounted_returns(rewards: np.ndarray, continues: np.ndarray, gamma: float)
     return value[:n]
 
 
+_DENSE_MAX_STEPS = 4096  # longest trajectory for the sort-free path (one vectorised round per step)
+
+
+def _dense_step_returns(
+    traj: np.ndarray, n_traj: int, step_index: np.ndarray, reward: np.ndarray, gamma: float
+) -> np.ndarray | None:
+    """``G_t`` without sorting, when every trajectory's ``step_index`` values are consecutive
+    and unique (the usual case) and a ``steps x trajectories`` grid stays small: rewards are
+    scattered into the grid (one row per step position, one column per trajectory), then
+    ``G = r + gamma * G_next`` runs one vectorised round per position from the last one, the
+    same operations in the same order as a per-trajectory loop. ``None`` when it does not
+    apply (gaps, duplicates, very long or very uneven trajectories): the caller sorts."""
+    first = np.full(n_traj, np.iinfo(np.int64).max)
+    last = np.full(n_traj, np.iinfo(np.int64).min)
+    np.minimum.at(first, traj, step_index)
+    np.maximum.at(last, traj, step_index)
+    span = last - first + 1
+    width = int(span.max())
+    if width > _DENSE_MAX_STEPS or n_traj * width > 4 * traj.size + 1024:
+        return None
+    if not np.array_equal(span, np.bincount(traj, minlength=n_traj)):
+        return None  # gaps or duplicates
+    cell = (step_index - first[traj]) * n_traj + traj  # row = position in the trajectory
+    if np.bincount(cell, minlength=n_traj * width).max() > 1:
+        return None  # duplicates (each trajectory's span equals its size, so there are gaps too)
+    grid = np.zeros((width, n_traj))
+    grid.reshape(-1)[cell] = reward
+    running = np.zeros(n_traj)
+    for position in range(width - 1, -1, -1):  # padding past a trajectory's end stays exactly 0
+        running = grid[position] + gamma * running
+        grid[position] = running
+    return grid.reshape(-1)[cell]
+
+
+def _step_returns(
+    traj: np.ndarray,
+    n_traj: int,
+    step_index: np.ndarray,
+    group: np.ndarray,
+    reward: np.ndarray,
+    gamma: float,
+    labels: _RowLabels,
+) -> np.ndarray:
+    """``G_t`` per row (input order), after checking that no trajectory repeats a
+    ``step_index`` or spans two groups (``ValueError`` naming the row, the same row whichever
+    path runs: the message comes from one stable sort)."""
+    traj_group = np.zeros(n_traj, dtype=np.int64)
+    traj_group[traj] = group
+    moved_somewhere = bool((traj_group[traj] != group).any())
+    dense = None if moved_somewhere else _dense_step_returns(traj, n_traj, step_index, reward, gamma)
+    if dense is not None:
+        return dense
+    # Sort by trajectory, then step_index (stable): the input's order does not matter.
+    order = np.lexsort((step_index, traj))
+    s_traj, s_step, s_group = traj[order], step_index[order], group[order]
+    same_traj = s_traj[1:] == s_traj[:-1]
+    dup = np.flatnonzero(same_traj & (s_step[1:] == s_step[:-1]))
+    if dup.size:
+        raise ValueError(
+            f"two steps with the same step_index: {labels[int(order[dup[0] + 1])]} (step_index must be unique per trajectory)"
+        )
+    moved = np.flatnonzero(same_traj & (s_group[1:] != s_group[:-1]))
+    if moved.size:
+        raise ValueError(
+            f"a trajectory is in two groups: {labels[int(order[moved[0] + 1])]} (each trajectory_id must have one group_id)"
+        )
+    step_return = np.empty(traj.size)
+    step_return[order] = discounted_returns(reward[order], np.append(same_traj, False), gamma)
+    return step_return
+
+
 @dataclass
 class GiGPOResult:
     """Per-row arrays (in the input's row order) and a summary of the grouping."""
@@ -184,24 +262,8 @@ def compute_gigpo(
     step_index = integer_column(table["step_index"], "step_index", labels)
     reward = finite_floats(table["reward"], "reward", labels)
 
-    # Sort by trajectory, then step_index: the input's order does not matter.
-    order = np.lexsort((step_index, traj))
-    s_traj, s_step, s_group = traj[order], step_index[order], group[order]
-    same_traj = s_traj[1:] == s_traj[:-1]
-    dup = np.flatnonzero(same_traj & (s_step[1:] == s_step[:-1]))
-    if dup.size:
-        raise ValueError(
-            f"two steps with the same step_index: {labels[int(order[dup[0] + 1])]} (step_index must be unique per trajectory)"
-        )
-    moved = np.flatnonzero(same_traj & (s_group[1:] != s_group[:-1]))
-    if moved.size:
-        raise ValueError(
-            f"a trajectory is in two groups: {labels[int(order[moved[0] + 1])]} (each trajectory_id must have one group_id)"
-        )
-
-    # Step returns G_t, computed in sorted order and put back in input order.
-    step_return = np.empty(n)
-    step_return[order] = discounted_returns(reward[order], np.append(same_traj, False), gamma)
+    # Step returns G_t (the checks of step_index and group_id come with them).
+    step_return = _step_returns(traj, n_traj, step_index, group, reward, gamma, labels)
 
     # Episode return R per trajectory.
     steps_per_traj = np.bincount(traj, minlength=n_traj)
@@ -229,7 +291,7 @@ def compute_gigpo(
     episode_advantage = traj_adv[traj]
 
     # A_S: per step, relative to its step group (same state key inside the same episode group).
-    step_group, n_step_groups = factorize(group * n_states + state, "step group")
+    step_group, n_step_groups = compact_codes(group * n_states + state, n_groups * n_states)
     st = group_stats(step_return, step_group, n_step_groups)
     size = st.size.astype(np.int64)
     zero = (size[step_group] < 2) | st.all_equal[step_group]
@@ -238,7 +300,9 @@ def compute_gigpo(
     step_advantage = np.where(zero, 0.0, step_advantage)
 
     advantage = episode_advantage + omega * step_advantage
-    pairs, _ = factorize(step_group * n_traj + traj, "step group and trajectory")
+    # Distinct (trajectory, state key) pairs = distinct (step group, trajectory) pairs, since
+    # each trajectory has one group (checked above).
+    _, n_pairs = compact_codes(traj * n_states + state, n_traj * n_states)
     summary = _summary_counts(
         rows=n,
         trajectories=n_traj,
@@ -249,7 +313,7 @@ def compute_gigpo(
         singleton_step_groups=int((size == 1).sum()),
         all_equal_step_groups=int(((size > 1) & st.all_equal).sum()),
         rows_in_shared_step_groups=int((size[step_group] > 1).sum()),
-        revisits=n - (int(pairs.max()) + 1),
+        revisits=n - n_pairs,
         mean_step_group_size=n / n_step_groups,
         advantage_mean=advantage.mean(),
         advantage_std=advantage.std(),

@@ -7,6 +7,7 @@ to ``datasets.Dataset`` as Arrow (see ``docs/datasets.md``).
 * :func:`build_step_dataset`: ``prompt``, ``completion``, ``advantage``, ``old_logprobs``,
   ``completion_token_ids``, ``prompt_token_ids`` (one row per LLM call; ids as recorded, else
   null);
+* :func:`build_datasets`: KTO and GRPO of the same selection at once (the episode rows built once);
 * :func:`write_dataset`: JSONL, Parquet, or a ``save_to_disk`` directory (path ending in ``/``).
 
 Each builder takes a store path or an open DuckDB connection, ``where`` (SQL over the
@@ -22,7 +23,7 @@ records in each rollout's metadata), combined with ``where`` / ``sql`` by AND. E
 
 from __future__ import annotations
 
-from agent_rl_plugin.data.build import build_dataset, build_table
+from agent_rl_plugin.data.build import build_dataset, build_datasets, build_table, build_tables
 from agent_rl_plugin.data.grpo import build_grpo_dataset
 from agent_rl_plugin.data.kto import LabelRule, build_kto_dataset
 from agent_rl_plugin.data.output import load_tokenizer, to_text, write_dataset
@@ -35,10 +36,12 @@ __all__ = [
     "LOGPROBS_ATTRIBUTE",
     "LabelRule",
     "build_dataset",
+    "build_datasets",
     "build_grpo_dataset",
     "build_kto_dataset",
     "build_step_dataset",
     "build_table",
+    "build_tables",
     "load_tokenizer",
     "to_text",
     "write_dataset",

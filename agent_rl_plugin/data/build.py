@@ -8,11 +8,13 @@ compute --method gigpo --failed-rollouts ...``) and build with ``from_table``.""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts, check_failed_rollouts
+from agent_rl_plugin.data.episodes import episode_rows
 from agent_rl_plugin.data.grpo import grpo_table
 from agent_rl_plugin.data.kto import LabelRule, kto_table
 from agent_rl_plugin.data.output import count_tokens, to_text
@@ -102,6 +104,71 @@ def _steps_failed(connection: Any, where: str | None, sql: str | None, policy: F
     return split_failed(connection, select_rollouts(connection, where=where, sql=sql), policy)[2]
 
 
+SHARED_KINDS = ("kto", "grpo")
+
+
+def build_tables(
+    db_or_connection: Any,
+    kinds: Sequence[str] = SHARED_KINDS,
+    *,
+    where: str | None = None,
+    sql: str | None = None,
+    weights: Mapping[str, float] | Sequence[str] | None = None,
+    label_rule: LabelRule | str | Mapping[str, Any] | None = None,
+    min_group_size: int = 2,
+    scale: str = "group",
+    extra_columns: bool = True,
+    failed_rollouts: FailedRollouts | None = None,
+    reports: Mapping[str, BuildReport] | None = None,
+) -> dict[str, pa.Table]:
+    """Several conversational datasets of the same selection from one pass over the store:
+    ``{kind: table}`` for ``kinds`` (``kto`` and/or ``grpo``), equal to what
+    :func:`build_table` gives for each kind with the same options, but the episode rows
+    (selection, conversations, combined rewards: most of the work) are built once and shared.
+    ``reports``: ``{kind: BuildReport}`` to fill (each gets the episode-level entries and its
+    own). Raises :class:`DatasetError` for an unknown or repeated kind (``steps`` has its own
+    pipeline: use :func:`build_table`)."""
+    wanted = list(kinds)
+    unknown = [k for k in wanted if k not in SHARED_KINDS]
+    if unknown or not wanted or len(set(wanted)) != len(wanted):
+        raise DatasetError(
+            f"kinds must be distinct names among {', '.join(SHARED_KINDS)}, got {wanted!r}",
+            "build steps datasets with build_table('steps', ...)" if "steps" in unknown else None,
+        )
+    policy = _policy(wanted[0], failed_rollouts, False)
+    shared = BuildReport()
+    out: dict[str, pa.Table] = {}
+    with open_store(db_or_connection) as connection:
+        episodes = episode_rows(
+            connection, where=where, sql=sql, weights=weights, report=shared, failed_rollouts=policy
+        )
+        for kind in wanted:
+            report = reports[kind] if reports is not None and kind in reports else BuildReport()
+            for name, value in vars(copy.deepcopy(shared)).items():
+                setattr(report, name, value)
+            if kind == "kto":
+                out[kind] = kto_table(
+                    connection, label_rule=label_rule, report=report, extra_columns=extra_columns, episodes=episodes
+                )
+            else:
+                out[kind] = grpo_table(
+                    connection,
+                    report=report,
+                    min_group_size=min_group_size,
+                    scale=scale,
+                    extra_columns=extra_columns,
+                    episodes=episodes,
+                )
+    return out
+
+
+def build_datasets(db_or_connection: Any, kinds: Sequence[str] = SHARED_KINDS, **options: Any) -> dict[str, Any]:
+    """:func:`build_tables` with each table wrapped in a ``datasets.Dataset``."""
+    from agent_rl_plugin.data.output import as_dataset
+
+    return {kind: as_dataset(table) for kind, table in build_tables(db_or_connection, kinds, **options).items()}
+
+
 def build_dataset(kind: str, db_or_connection: Any, **options: Any):
     """:func:`build_table` wrapped in a ``datasets.Dataset``."""
     from agent_rl_plugin.data.output import as_dataset
@@ -109,4 +176,4 @@ def build_dataset(kind: str, db_or_connection: Any, **options: Any):
     return as_dataset(build_table(kind, db_or_connection, **options))
 
 
-__all__ = ["FORMATS", "KINDS", "build_dataset", "build_table"]
+__all__ = ["FORMATS", "KINDS", "SHARED_KINDS", "build_dataset", "build_datasets", "build_table", "build_tables"]

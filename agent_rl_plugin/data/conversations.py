@@ -26,7 +26,7 @@ Rules (documented in ``docs/datasets.md``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin import semconv as sc
-from agent_rl_plugin.data.split import count_assistant, first_assistant, take_split
+from agent_rl_plugin.data.split import FlatConversations, count_assistant, first_assistant, flatten, take_split
 from agent_rl_plugin.data.sql import (
     LLM_WHERE,
     arrow,
@@ -197,14 +197,19 @@ class Conversations:
     k: np.ndarray
     source: np.ndarray
     drop_reason: np.ndarray
+    _flat: FlatConversations | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def rollout_ids(self) -> pa.ChunkedArray:
         return self.table.column("rollout_id")
 
     def messages(self, rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
-        """(prompt, completion) of conversations ``rows``, in that order."""
-        return take_split(self.table.column("base"), self.table.column("out"), self.k, rows)
+        """(prompt, completion) of conversations ``rows``, in that order (the flat message
+        array is made on the first call and kept: KTO and GRPO built together share it)."""
+        base, out = self.table.column("base"), self.table.column("out")
+        if self._flat is None:
+            self._flat = flatten(base, out)
+        return take_split(base, out, self.k, rows, self._flat)
 
 
 def _reasons(k: np.ndarray) -> np.ndarray:

@@ -107,15 +107,21 @@ def grpo_table(
     scale: str = "group",
     extra_columns: bool = True,
     failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
+    *,
+    episodes: Episodes | None = None,
 ) -> pa.Table:
-    """The GRPO group rows as an Arrow table (see :func:`build_grpo_dataset`)."""
+    """The GRPO group rows as an Arrow table (see :func:`build_grpo_dataset`). ``episodes``: rows already
+    built by :func:`~agent_rl_plugin.data.episodes.episode_rows` for the same selection, their
+    report entries already in ``report`` (:func:`~agent_rl_plugin.data.build.build_tables` shares
+    them between kinds); ``where``, ``sql``, ``weights`` and ``failed_rollouts`` are then unused."""
     if min_group_size < 1:
         raise DatasetError(f"min_group_size must be >= 1, got {min_group_size}")
     report = report if report is not None else BuildReport()
     report.kind = "grpo"
-    episodes = episode_rows(
-        connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
-    )
+    if episodes is None:
+        episodes = episode_rows(
+            connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
+        )
     index = episodes.index.append_column("ordinal", pa.array(np.arange(episodes.index.num_rows), pa.int64()))
     keys = index.column("group_key")
     counts = pc.value_counts(keys)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, FailedRollouts
-from agent_rl_plugin.data.episodes import episode_rows, rollout_examples
+from agent_rl_plugin.data.episodes import Episodes, episode_rows, rollout_examples
 from agent_rl_plugin.data.report import BuildReport, DatasetError
 from agent_rl_plugin.data.sql import open_store
 
@@ -104,14 +104,20 @@ def kto_table(
     report: BuildReport | None = None,
     extra_columns: bool = True,
     failed_rollouts: FailedRollouts = DEFAULT_FAILED_ROLLOUTS,
+    *,
+    episodes: Episodes | None = None,
 ) -> pa.Table:
-    """The KTO rows as an Arrow table (see :func:`build_kto_dataset`)."""
+    """The KTO rows as an Arrow table (see :func:`build_kto_dataset`). ``episodes``: rows already
+    built by :func:`~agent_rl_plugin.data.episodes.episode_rows` for the same selection, their
+    report entries already in ``report`` (:func:`~agent_rl_plugin.data.build.build_tables` shares
+    them between kinds); ``where``, ``sql``, ``weights`` and ``failed_rollouts`` are then unused."""
     rule = LabelRule.parse(label_rule)
     report = report if report is not None else BuildReport()
     report.kind = "kto"
-    episodes = episode_rows(
-        connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
-    )
+    if episodes is None:
+        episodes = episode_rows(
+            connection, where=where, sql=sql, weights=weights, report=report, failed_rollouts=failed_rollouts
+        )
     index = episodes.index
     rewards = index.column("reward").to_numpy().astype(float)
     keys = index.column("group_key").to_pylist() if rule.method == "group" or rule.per_group else None

@@ -3,6 +3,8 @@ lists: no per-row Python, and the messages are copied once (by the final ``take`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,23 +61,44 @@ def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - seg_off, lengths) + np.arange(total)
 
 
+@dataclass(frozen=True)
+class FlatConversations:
+    """The messages of every conversation ``base + out`` as one flat array (``base``'s
+    messages, then ``out``'s) with both offset arrays: made once by :func:`flatten` and shared
+    by every :func:`take_split` over the same conversations (the concatenation copies them)."""
+
+    base_off: np.ndarray
+    out_off: np.ndarray
+    values: pa.Array
+    n_base: int  # messages of base: where out's start in values
+
+
+def flatten(base: pa.ChunkedArray | pa.Array, out: pa.ChunkedArray | pa.Array) -> FlatConversations:
+    """The :class:`FlatConversations` of ``base`` and ``out`` (list columns of messages)."""
+    base_off, base_vals = list_parts(base)
+    out_off, out_vals = list_parts(out)
+    values = pa.concat_arrays([base_vals, out_vals.cast(base_vals.type)]) if len(out_vals) else base_vals
+    return FlatConversations(base_off, out_off, values, len(base_vals))
+
+
 def take_split(
     base: pa.ChunkedArray | pa.Array,
     out: pa.ChunkedArray | pa.Array,
     k: np.ndarray,
     rows: np.ndarray,
+    flat: FlatConversations | None = None,
 ) -> tuple[pa.Array, pa.Array]:
     """(prompt, completion) list arrays for conversations ``rows`` (in that order): the first
-    ``k[row]`` messages of ``base[row] + out[row]``, and the rest."""
-    base_off, base_vals = list_parts(base)
-    out_off, out_vals = list_parts(out)
+    ``k[row]`` messages of ``base[row] + out[row]``, and the rest. ``flat``: :func:`flatten`
+    of ``base`` and ``out`` when the caller keeps one (else it is made here)."""
+    flat = flat if flat is not None else flatten(base, out)
+    base_off, out_off, values = flat.base_off, flat.out_off, flat.values
     rows = np.asarray(rows, dtype=np.int64)
     b_start, b_len = base_off[rows], np.diff(base_off)[rows]
-    o_start, o_len = out_off[rows] + len(base_vals), np.diff(out_off)[rows]
+    o_start, o_len = out_off[rows] + flat.n_base, np.diff(out_off)[rows]
     kk = np.maximum(k[rows], 0)
     kb = np.minimum(kk, b_len)
     ko = np.minimum(np.maximum(kk - b_len, 0), o_len)
-    values = pa.concat_arrays([base_vals, out_vals.cast(base_vals.type)]) if len(out_vals) else base_vals
 
     def build(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray]) -> pa.Array:
         starts = np.stack([first[0], second[0]], axis=1).ravel()
@@ -100,4 +123,12 @@ def prompt_keys(prompt: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), parts), "\x1e")
 
 
-__all__ = ["count_assistant", "first_assistant", "list_parts", "prompt_keys", "take_split"]
+__all__ = [
+    "FlatConversations",
+    "count_assistant",
+    "first_assistant",
+    "flatten",
+    "list_parts",
+    "prompt_keys",
+    "take_split",
+]

@@ -428,18 +428,15 @@ def combined_rewards(
             SELECT p.rollout_id,
                    {combined_reward_sql(weight, "p")} AS reward,
                    count(*) AS n_rewards,
-                   arg_min(p.name, p.name) FILTER (WHERE NOT isfinite(p.value)) AS bad_name
+                   arg_min(p.name, p.name) FILTER (WHERE NOT isfinite(p.value)) AS bad_name,
+                   list(p.name) AS names
             FROM per_name p LEFT JOIN {w} w ON w.name = p.name
             GROUP BY p.rollout_id
             """,
         )
-        if report is not None:
-            names = arrow(
-                connection,
-                "SELECT DISTINCT name FROM episode_rewards "
-                f"WHERE rollout_id IN (SELECT rollout_id FROM {selected}) {name_filter.format(w=w)} ORDER BY name",
-            )
-            report.reward_names = names.column("name").to_pylist()
+    if report is not None:  # every name read (one pass over the view: no second query for them)
+        names = pc.unique(pc.list_flatten(table.column("names"))).to_pylist() if table.num_rows else []
+        report.reward_names = sorted(names)
     bad = pc.is_valid(table.column("bad_name"))
     if table.num_rows and pc.any(bad).as_py():
         row = table.filter(bad).slice(0, 1).to_pylist()[0]
