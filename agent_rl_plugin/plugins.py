@@ -161,6 +161,11 @@ def get_plugin_manager() -> pluggy.PluginManager:
     return _manager
 
 
+def current_plugin_manager() -> pluggy.PluginManager | None:
+    """The process-wide manager if it was built or set already, else ``None`` (builds nothing)."""
+    return _manager
+
+
 def set_plugin_manager(pm: pluggy.PluginManager | None) -> None:
     """Replace (or with ``None``, forget) the process-wide manager; used by tests."""
     global _manager

@@ -15,7 +15,7 @@ Timed, each in a fresh Python process (so both pay for their imports), interleav
   dropout/targets, beta, desirable/undesirable weights, max length, seed, CPU, fp32).
 
 Both must train the same: the same number of steps and the same first and last loss. Both run
-with ``OMP_NUM_THREADS=1`` (see :func:`_env`).
+with ``OMP_NUM_THREADS=1`` and compiled bytecode for every module (see :func:`_env`).
 
     python bench/train_kto.py [--quick]
     python -m bench --only train [--quick]
@@ -44,11 +44,15 @@ LOSS_TOLERANCE = 1e-4
 
 def setup(folder: Path, rollouts: int) -> dict[str, Any]:
     """The tiny model, the store, the JSONL rows and the label counts."""
+    import compileall
+
+    import agent_rl_plugin
     from agent_rl_plugin.data import build_kto_dataset
     from agent_rl_plugin.data.synthetic import synthesize_store
     from agent_rl_plugin.train import build_tiny_model
     from agent_rl_plugin.train.config import balanced_weights
 
+    compileall.compile_dir(os.path.dirname(agent_rl_plugin.__file__), quiet=1)  # see _env
     model = folder / "tiny"
     build_tiny_model(model)
     store = folder / "runs.duckdb"
@@ -72,6 +76,10 @@ def _env(threads: int | None = 1) -> dict[str, str]:
     OpenMP threads spin against other processes, and the same 16-step run took anywhere from 2 to
     41 s (1.5 to 1.7 s with one thread); the tiny model gains nothing from a second one."""
     env = dict(os.environ)
+    # Both sides read compiled bytecode, as from an installed package: with PYTHONDONTWRITEBYTECODE
+    # set (as on the bench machine) only the repository's own package, installed editable, had no
+    # .pyc files and was compiled from source in every run (site-packages have theirs).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if threads is not None:
         env.setdefault("OMP_NUM_THREADS", str(threads))
         env.setdefault("MKL_NUM_THREADS", str(threads))
@@ -82,8 +90,7 @@ def _env(threads: int | None = 1) -> dict[str, str]:
 
 def _run(command: list[str], cwd: Path, threads: int | None = 1) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=str(cwd), env=_env(threads), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+    proc = subprocess.run(command, cwd=str(cwd), env=_env(threads), capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])} ... exited {proc.returncode}: {proc.stderr[-1500:]}")

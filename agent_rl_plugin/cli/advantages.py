@@ -20,8 +20,6 @@ from rich.table import Table
 
 from agent_rl_plugin.advantages.failed import (
     DEFAULT_FAILED_ROLLOUTS,
-    FAILED_ROLLOUT_POLICIES,
-    FailedRolloutsError,
     check_failed_rollouts,
     describe_failed,
 )
@@ -37,19 +35,11 @@ from agent_rl_plugin.cli.common import (
     parse_reward_items,
     print_json,
 )
+from agent_rl_plugin.cli.dataset import failed_rollouts_option
 from agent_rl_plugin.cli.score import fail_plain, say
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Compute GRPO, RLOO, Dr. GRPO or GiGPO advantages into the store.", no_args_is_help=True)
-
-
-def failed_rollouts_option(value: str) -> str:
-    """Typer callback of ``--failed-rollouts`` (here and in ``agent-rl dataset build``): the value,
-    else a usage error listing the choices."""
-    try:
-        return check_failed_rollouts(value)
-    except FailedRolloutsError:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(FAILED_ROLLOUT_POLICIES)}") from None
 
 
 def parse_weights(items: list[str] | None) -> dict[str, float]:

@@ -31,7 +31,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent_rl_plugin.config import resolve_db_path
 from agent_rl_plugin.errors import AgentRLError
 
 console = Console()
@@ -95,8 +94,13 @@ def make_private(path: str) -> None:
 
 
 def db_path(explicit: str | None) -> str:
-    """The database for a command: ``--db``, else ``AGENT_RL_DB``, else ``./agent_rl.duckdb``."""
-    return resolve_db_path(explicit)
+    """The database for a command: ``--db``, else ``AGENT_RL_DB`` (or ``AGENT_RL_DB_PATH``), else
+    ``./agent_rl.duckdb``: the answer of :func:`agent_rl_plugin.config.resolve_db_path`, without
+    importing the settings model (pydantic) on every command's path; ``tests/test_cli_startup.py``
+    checks that both agree."""
+    if explicit:
+        return explicit
+    return os.environ.get("AGENT_RL_DB") or os.environ.get("AGENT_RL_DB_PATH") or "agent_rl.duckdb"
 
 
 def jsonable(value: Any) -> Any:

@@ -16,8 +16,13 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agent_rl_plugin.advantages.failed import DEFAULT_FAILED_ROLLOUTS, check_failed_rollouts, describe_failed
-from agent_rl_plugin.cli.advantages import failed_rollouts_option
+from agent_rl_plugin.advantages.failed import (
+    DEFAULT_FAILED_ROLLOUTS,
+    FAILED_ROLLOUT_POLICIES,
+    FailedRolloutsError,
+    check_failed_rollouts,
+    describe_failed,
+)
 from agent_rl_plugin.cli.common import (
     DbOption,
     JsonOption,
@@ -32,6 +37,17 @@ from agent_rl_plugin.cli.common import (
 from agent_rl_plugin.hookspecs import hookimpl
 
 app = typer.Typer(help="Build KTO, GRPO and GiGPO-step datasets from recorded rollouts.", no_args_is_help=True)
+
+
+def failed_rollouts_option(value: str) -> str:
+    """Typer callback of ``--failed-rollouts`` (here and in ``agent-rl advantages compute``): the
+    value, else a usage error listing the choices. It lives here, not in the advantages command,
+    so that ``agent-rl train`` (which takes this module's options) does not import that command
+    and the scoring it uses."""
+    try:
+        return check_failed_rollouts(value)
+    except FailedRolloutsError:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(FAILED_ROLLOUT_POLICIES)}") from None
 
 
 class Kind(str, Enum):

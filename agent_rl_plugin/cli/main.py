@@ -10,18 +10,27 @@ one line plus the fix, with a non-zero exit code, never as a traceback.
 The grammar every command follows (short flags, output options, ``--reward``, ``--run``,
 ``--db``, exit codes) is written down in ``docs/cli.md`` and checked over every command by
 ``tests/test_cli_grammar.py``. ``agent-rl --version`` (``-V``) prints the package version.
+
+Start-up: the console script (:func:`main`) builds the app with ``lazy=True``: a built-in
+command group is imported only when it runs (``--help`` lists them from
+:data:`COMMAND_SUMMARIES`, see :mod:`agent_rl_plugin.cli.lazy_group`), and the plugin manager
+(which imports the recording plugins) is built only when a plugin may add commands: one is set
+already, or an installed distribution declares an ``agent_rl_plugin`` entry point.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
+import pluggy
 import typer
+from typer.core import TyperGroup
 
+from agent_rl_plugin import plugins
 from agent_rl_plugin.cli.common import fail
 from agent_rl_plugin.errors import AgentRLError
-from agent_rl_plugin.plugins import get_plugin_manager, register_modules
 from agent_rl_plugin.version import __version__
 
 #: The built-in command groups, registered as plugins under these names by :func:`build_app`
@@ -47,6 +56,55 @@ COMMAND_PLUGINS: dict[str, str] = {
     "cli_report": "agent_rl_plugin.cli.report",
     "cli_policy": "agent_rl_plugin.cli.policy",
     "cli_loop": "agent_rl_plugin.cli.loop",
+}
+
+#: Each built-in command: name -> (plugin name in :data:`COMMAND_PLUGINS`, the one-line help
+#: ``agent-rl --help`` shows), in the order ``--help`` lists them (the hook calls the groups
+#: registered last first). A lazy app lists them from here without importing them;
+#: ``tests/test_cli_startup.py`` checks this table against the real commands.
+COMMAND_SUMMARIES: dict[str, tuple[str, str]] = {
+    "loop": (
+        "cli_loop",
+        "Train an agent's policy in closed rounds: rollouts -> rewards -> advantages -> LoRA -> reload -> eval.",
+    ),
+    "report": (
+        "cli_report",
+        "Write one self-contained HTML report: plots, tables, and the worst rollouts step by step.",
+    ),
+    "ingest": ("cli_ingest", "Load spans from OTLP/JSON lines files and Parquet exports (duplicates are skipped)."),
+    "serve": ("cli_serve", "Receive OTLP/HTTP traces from many processes and write them into one DuckDB file."),
+    "label": (
+        "cli_label",
+        "Label rollouts good / bad / skip (a review queue, or --set ID=LABEL), stored as human rewards.",
+    ),
+    "score": ("cli_score", "Score rollouts with the installed reward plugins and write the rows into `rewards`."),
+    "plugins": (
+        "cli_plugins",
+        "List registered plugins (built-ins and those installed through entry points) and their rewards.",
+    ),
+    "demo": (
+        "cli_demo",
+        "Watch an agent get better: a tiny local LLM policy trained in closed rounds on a grid "
+        "(--tour: the recording tour).",
+    ),
+    "doctor": ("cli_doctor", "Check the recorded traces for what makes them unfit for training, with a fix for each."),
+    "query": (
+        "cli_query",
+        "Run a read-only SQL query over rollouts, steps, LLM calls, tool calls, events and rewards.",
+    ),
+    "policy": ("cli_policy", "Serve the policy being trained over OpenAI's chat-completions API."),
+    "export": (
+        "cli_export",
+        "Export trained adapters (the adapter alone, or merged into its base model) and recorded data.",
+    ),
+    "train": ("cli_train", "Train LoRA adapters on recorded rollouts (KTO, GRPO online/offline, GiGPO)."),
+    "advantages": ("cli_advantages", "Compute GRPO, RLOO, Dr. GRPO or GiGPO advantages into the store."),
+    "import": ("cli_import", "Import history recorded elsewhere as rollouts."),
+    "rollouts": ("cli_rollouts", "Run an agent over tasks in groups of rollouts, recorded into DuckDB."),
+    "dataset": ("cli_dataset", "Build KTO, GRPO and GiGPO-step datasets from recorded rollouts."),
+    "tasks": ("cli_tasks", "Import tasks with ground truth, and list them."),
+    "db": ("cli_db", "Inspect or upgrade the DuckDB store."),
+    "traces": ("cli_traces", "List recorded rollouts and show one as a tree."),
 }
 
 
@@ -93,28 +151,78 @@ def root(
     """Record agents into DuckDB, look at what they did, score them and train on them."""
 
 
-def build_app() -> typer.Typer:
-    """A fresh Typer app with every registered command: the built-in command groups of
-    :data:`COMMAND_PLUGINS` are first registered into the plugin manager in use (those already
-    registered, under any name, are left as they are)."""
+def entry_point_plugins_installed() -> bool:
+    """Whether an installed distribution may add plugins (so commands) through the
+    ``agent_rl_plugin`` entry-point group: false when autoload is switched off
+    (``AGENT_RL_DISABLE_PLUGIN_AUTOLOAD``), else true when an ``entry_points.txt`` of a
+    distribution on ``sys.path`` names the group. A scan of the files, without
+    ``importlib.metadata`` (whose import and full scan cost more than the rest of a short
+    command); it errs towards true (the plugin manager then decides as it always does), so
+    any ``.egg`` entry of ``sys.path`` counts as a possible plugin."""
+    if os.environ.get(plugins.DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return False
+    header = f"[{plugins.ENTRY_POINT_GROUP}]"
+    for folder in sys.path:
+        if folder.endswith(".egg"):  # an egg install (a folder or a zip): not scanned here
+            return True
+        try:
+            entries = list(os.scandir(folder or "."))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8", errors="replace") as handle:
+                    if header in handle.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+def build_app(*, lazy: bool = False) -> typer.Typer:
+    """A fresh Typer app with every registered command.
+
+    ``lazy=False``: the built-in command groups of :data:`COMMAND_PLUGINS` are first registered
+    into the plugin manager in use (those already registered, under any name, are left as they
+    are), then every plugin registers its commands. ``lazy=True`` (the console script): the
+    built-ins are listed from :data:`COMMAND_SUMMARIES` and imported when one runs (see
+    :mod:`agent_rl_plugin.cli.lazy_group`); only plugins in a manager that is set already, or
+    one built because entry-point plugins are installed, register commands now. Both list the
+    same commands with the same help."""
+    group_class: type[TyperGroup] | None = None
+    if lazy:
+        from agent_rl_plugin.cli.lazy_group import LazyGroup
+
+        table = {name: (COMMAND_PLUGINS[plugin], summary) for name, (plugin, summary) in COMMAND_SUMMARIES.items()}
+        group_class = type("AgentRLGroup", (LazyGroup,), {"lazy_commands": table})
     app = typer.Typer(
         name="agent-rl",
         help="Record agents into DuckDB, look at what they did, score them and train on them.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        cls=group_class,  # None: typer's own group
     )
     app.callback()(root)
     hide_flag_types()
-    pm = get_plugin_manager()
-    register_modules(pm, COMMAND_PLUGINS)
-    pm.hook.agent_rl_register_commands(cli=app)
+    pm: pluggy.PluginManager | None
+    if not lazy:
+        pm = plugins.get_plugin_manager()
+        plugins.register_modules(pm, COMMAND_PLUGINS)
+    else:
+        pm = plugins.current_plugin_manager()
+        if pm is None and entry_point_plugins_installed():
+            pm = plugins.get_plugin_manager()
+    if pm is not None:
+        pm.hook.agent_rl_register_commands(cli=app)
     return app
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command line (``argv`` defaults to ``sys.argv[1:]``)."""
-    app = build_app()
+    """Run the command line (``argv`` defaults to ``sys.argv[1:]``), built ``lazy``."""
+    app = build_app(lazy=True)
     try:
         app(args=argv, prog_name="agent-rl", standalone_mode=True)
     except AgentRLError as exc:

@@ -30,8 +30,11 @@ def list_rewards() -> tuple[list[dict[str, Any]], dict[str, str]]:
 
 
 def list_plugins(rewards: list[dict[str, Any]] | None = None) -> list[dict]:
-    """One entry per plugin: name, built-in or not, version, distribution, hooks and rewards."""
+    """One entry per plugin: name, built-in or not, version, distribution, hooks and rewards.
+    The built-in command groups are registered first (the console script imports them only when
+    they run, so they may not be yet)."""
     pm = plugin_registry.get_plugin_manager()
+    plugin_registry.register_modules(pm, COMMAND_PLUGINS)
     if rewards is None:
         rewards, _ = list_rewards()
     entries = []

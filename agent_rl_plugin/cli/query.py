@@ -53,7 +53,7 @@ def run_query_result(
 
     Raises :class:`UserError` for a refused statement or an SQL error, with the fix.
     """
-    from agent_rl_plugin.store import StoreLockedError
+    from agent_rl_plugin.store.errors import StoreLockedError
     from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query
 
     if not sql.strip():
@@ -78,12 +78,15 @@ def run_query_result(
 
 
 def _through_receiver(path: str, sql: str) -> tuple[list[str], list[tuple], str | None] | None:
-    """(columns, rows, truncated) from the running ``agent-rl serve`` of ``path``, or ``None``."""
-    from agent_rl_plugin.receiver.client import RemoteQueryError, find_receiver, remote_query_table
+    """(columns, rows, truncated) from the running ``agent-rl serve`` of ``path``, or ``None``.
+    The receiver's client (pyarrow, the receiver package) is imported only when one runs."""
+    from agent_rl_plugin.store.announcements import find_receiver
 
     info = find_receiver(path)
     if info is None:
         return None
+    from agent_rl_plugin.receiver.client import RemoteQueryError, remote_query_table
+
     try:
         table, truncated = remote_query_table(info, sql)
     except RemoteQueryError as exc:

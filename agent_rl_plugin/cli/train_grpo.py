@@ -24,7 +24,14 @@ import typer
 
 from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, db_path
 from agent_rl_plugin.cli.dataset import parse_rewards
-from agent_rl_plugin.cli.train_options import command_options, with_settings
+from agent_rl_plugin.cli.train_options import (
+    ConfigOption,
+    RunOption,
+    SqlOption,
+    WhereOption,
+    command_options,
+    with_settings,
+)
 from agent_rl_plugin.cli.train_support import (
     build_config,
     check_sources,
@@ -35,15 +42,6 @@ from agent_rl_plugin.cli.train_support import (
 )
 from agent_rl_plugin.train.runs import run_grpo_offline, run_grpo_online
 
-ConfigOption = typer.Option(None, "--config", "-c", help="A YAML/TOML training config; options given here win over it.")
-WhereOption = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view.")
-SqlOption = typer.Option(None, "--sql", help="A full read-only query returning rollout_id.")
-RunOption = typer.Option(
-    None,
-    "--run",
-    help="Name this training run: its run_id in training_runs, and its output directory (./runs/NAME) "
-    "unless --out is given. Default: a new id.",
-)
 RecomputeOption = typer.Option(
     False,
     "--recompute",
@@ -233,4 +231,20 @@ def gigpo_command(
     report(run, json_output)
 
 
-__all__ = ["ConfigOption", "RecomputeOption", "RunOption", "SqlOption", "WhereOption", "gigpo_command", "grpo_command"]
+def register_train_commands(cli: typer.Typer) -> None:
+    """Add ``grpo`` and ``gigpo`` to the ``agent-rl train`` group ``cli`` (which imports this
+    module only when one of them runs or is listed: see :mod:`agent_rl_plugin.cli.train`)."""
+    cli.command("grpo")(grpo_command)
+    cli.command("gigpo")(gigpo_command)
+
+
+__all__ = [
+    "ConfigOption",
+    "RecomputeOption",
+    "RunOption",
+    "SqlOption",
+    "WhereOption",
+    "gigpo_command",
+    "grpo_command",
+    "register_train_commands",
+]

@@ -146,4 +146,28 @@ def with_settings(
     return decorate
 
 
-__all__ = ["CLI_NOTES", "PANEL", "command_options", "option_help", "typer_parameter", "with_settings"]
+#: Options every ``agent-rl train`` command shares (here, not with one command, so that a command's
+#: module imports no other command's).
+ConfigOption = typer.Option(None, "--config", "-c", help="A YAML/TOML training config; options given here win over it.")
+WhereOption = typer.Option(None, "--where", "-w", help="SQL condition over the rollouts view.")
+SqlOption = typer.Option(None, "--sql", help="A full read-only query returning rollout_id.")
+RunOption = typer.Option(
+    None,
+    "--run",
+    help="Name this training run: its run_id in training_runs, and its output directory (./runs/NAME) "
+    "unless --out is given. Default: a new id.",
+)
+
+
+__all__ = [
+    "CLI_NOTES",
+    "PANEL",
+    "ConfigOption",
+    "RunOption",
+    "SqlOption",
+    "WhereOption",
+    "command_options",
+    "option_help",
+    "typer_parameter",
+    "with_settings",
+]

@@ -20,7 +20,6 @@ import hashlib
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
-import agent_rl_plugin.tracing as tracing
 from agent_rl_plugin.rollouts.task_io import (
     BadLine,
     TaskFileError,
@@ -110,6 +109,8 @@ def task_payload(row: TaskRow, sample_index: int, seed: int | None) -> dict[str,
 def use_database(db: str | os.PathLike[str] | None) -> str | None:
     """Record into ``db`` from now on (other settings kept); with ``None``, the database
     recording is configured with. Returns that path, or ``None`` when no file is written."""
+    import agent_rl_plugin.tracing as tracing  # the recorder (OpenTelemetry): only for runs that record
+
     if db is not None:
         path = os.fspath(db)
         config = tracing.STATE.config

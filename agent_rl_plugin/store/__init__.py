@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from agent_rl_plugin.store.connection import (
     connect_writer,
     ensure_schema,
@@ -20,7 +22,6 @@ from agent_rl_plugin.store.connection import (
     store_key,
 )
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
-from agent_rl_plugin.store.exporter import DuckDBSpanExporter, collect_normalizers
 from agent_rl_plugin.store.migrations import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
@@ -32,6 +33,22 @@ from agent_rl_plugin.store.migrations import (
     pending_migrations,
 )
 from agent_rl_plugin.store.views import VIEW_NAMES
+
+if TYPE_CHECKING:
+    from agent_rl_plugin.store.exporter import DuckDBSpanExporter, collect_normalizers
+
+_LAZY = {"DuckDBSpanExporter", "collect_normalizers"}
+
+
+def __getattr__(name: str) -> Any:
+    """The exporter (pyarrow, the OTel SDK) is imported on first use, so that readers of the
+    store (``agent-rl query``) do not pay for the writing side."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module("agent_rl_plugin.store.exporter"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DuckDBSpanExporter",

@@ -32,7 +32,6 @@ from typing import Callable, Sequence
 
 import duckdb
 
-from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, is_data_error, utc_now
 from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
 from agent_rl_plugin.store.spool import (
@@ -44,7 +43,6 @@ from agent_rl_plugin.store.spool import (
     remove_segment,
     split_readable,
 )
-from agent_rl_plugin.store.transaction import arrow_transaction
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -94,6 +92,9 @@ def _insert(
     """Insert ``segments`` (or the row range ``rows`` = (offset, count) of a single one) and, when
     the whole of each is done, their ledger rows: one transaction. Returns the spans inserted
     (spans already stored are skipped)."""
+    from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, utc_now  # pyarrow: merges only
+    from agent_rl_plugin.store.transaction import arrow_transaction
+
     spans_files = [s.spans_path for s in segments]
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
     with arrow_transaction(connection, {}):
@@ -131,6 +132,9 @@ def _merge_one_bisecting(connection: duckdb.DuckDBPyConnection, segment: Segment
     """Merge one segment whose whole insert failed on its data: row ranges, halving down to
     single rows; its rewards follow with the ledger row (a reward whose span was dropped is
     kept: it still names its rollout)."""
+    from agent_rl_plugin.store.batch import insert_rewards_sql, is_data_error, utc_now
+    from agent_rl_plugin.store.transaction import arrow_transaction
+
     total = _rows(connection, [segment])
     dropped = 0
     inserted = 0
@@ -206,6 +210,8 @@ def _merge(
     if not todo:
         result.seconds = time.perf_counter() - started
         return result
+    from agent_rl_plugin.store.batch import is_data_error  # pyarrow, OTel: only when there is something to merge
+
     done = merged_names(connection, [s.name for s in todo])
     finished = [s for s in todo if s.name in done]  # merged before, files not deleted yet
     todo, unreadable = split_readable([s for s in todo if s.name not in done])

@@ -225,7 +225,7 @@ def is_read_only_sql(sql: str) -> bool:
     :func:`modifies_data`); so is an empty string. SQL that does not parse raises the
     ``duckdb.ParserException`` (a ``duckdb.Error``).
     """
-    statements = duckdb.extract_statements(sql)
+    statements = extract_statements(sql)
     if not statements:
         return False
     return all(_statement_reads_only(statement) for statement in statements)
@@ -290,25 +290,39 @@ _parser_lock = threading.Lock()
 _parser: duckdb.DuckDBPyConnection | None = None
 
 
+def _parsing_connection() -> duckdb.DuckDBPyConnection:
+    """The private in-memory connection that parses user SQL (made once; hold ``_parser_lock``)."""
+    global _parser
+    if _parser is None:
+        _parser = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "lock_configuration": True,
+            },
+        )
+    return _parser
+
+
+def extract_statements(sql: str) -> list[duckdb.Statement]:
+    """``duckdb.extract_statements(sql)``, parsed on the private connection of
+    :func:`parse_tree`: the module-level function would also start DuckDB's default
+    connection, a second database instance for nothing (start-up time of ``agent-rl query``).
+    Raises ``duckdb.ParserException`` for SQL that does not parse."""
+    with _parser_lock:
+        return list(_parsing_connection().extract_statements(sql))
+
+
 def parse_tree(sql: str) -> dict | None:
     """DuckDB's own parse tree of one SELECT statement (``json_serialize_sql``) as a dict, or
     ``None`` when DuckDB cannot serialize it (not a SELECT, or a form such as PIVOT it does not
     serialize). Runs on a private in-memory connection with external access disabled; nothing
     is executed."""
-    global _parser
     with _parser_lock:
-        if _parser is None:
-            _parser = duckdb.connect(
-                ":memory:",
-                config={
-                    "enable_external_access": False,
-                    "autoinstall_known_extensions": False,
-                    "autoload_known_extensions": False,
-                    "lock_configuration": True,
-                },
-            )
         try:
-            row = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+            row = _parsing_connection().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
         except duckdb.Error:
             return None
     assert row is not None  # a SELECT without FROM returns one row

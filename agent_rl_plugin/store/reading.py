@@ -19,7 +19,6 @@ import os
 
 import duckdb
 
-from agent_rl_plugin.store.batch import rewards_select_sql, spans_select_sql
 from agent_rl_plugin.store.compaction import SEGMENT_TIME_SQL, merge_segments, merged_names
 from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, split_readable
 
@@ -62,6 +61,8 @@ def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.Pa
     todo, _ = split_readable([s for s in segments if s.name not in done])
     if not todo:
         return 0
+    from agent_rl_plugin.store.batch import rewards_select_sql, spans_select_sql  # pyarrow: only with a spool
+
     row = connection.execute("SELECT current_database()").fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     catalog = _quoted(row[0])

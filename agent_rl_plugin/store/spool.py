@@ -37,11 +37,12 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from agent_rl_plugin.errors import AgentRLError
+
+if TYPE_CHECKING:  # pyarrow is imported where segments are written or read, not by readers of the store
+    import pyarrow as pa
 
 SPOOL_SUFFIX = ".spool"
 SPANS_SUFFIX = ".spans.parquet"
@@ -104,6 +105,9 @@ def _write_parquet(table: pa.Table, final_path: str) -> None:
     few ``os.write`` calls: handing pyarrow a Python file object makes it call back into Python
     for every chunk, and each call waits for the GIL, which a busy agent thread holds for up to
     the switch interval: seconds per segment under load."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     folder, base = os.path.split(final_path)
     temp = os.path.join(folder, TEMP_PREFIX + base)
     sink = pa.BufferOutputStream()
@@ -261,6 +265,8 @@ QUARANTINE = "quarantine"
 def split_readable(segments: list[Segment]) -> tuple[list[Segment], list[tuple[Segment, str]]]:
     """(segments whose Parquet footers read, [(segment, why) for the others]): a truncated or
     foreign file must not stop every merge and every reader."""
+    import pyarrow.parquet as pq
+
     good, bad = [], []
     for segment in segments:
         try:

@@ -43,11 +43,19 @@ import duckdb
 import pyarrow as pa
 
 from agent_rl_plugin.errors import AgentRLError
-from agent_rl_plugin.store.connection import is_read_only_sql, open_reader, parse_tree, sql_words
+from agent_rl_plugin.store.connection import (
+    extract_statements,
+    is_read_only_sql,
+    live_writer,
+    open_reader,
+    parse_tree,
+    sql_words,
+)
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
-from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait
+from agent_rl_plugin.store.lease import READ_WAIT_S, try_merge, with_wait
+from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
 from agent_rl_plugin.store.reading import overlay_unmerged
-from agent_rl_plugin.store.spool import list_segments, spool_dir
+from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, spool_dir
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -200,7 +208,7 @@ def check_user_sql(sql: str) -> None:
     if not sql or not sql.strip():
         raise UserSqlError("the query is empty", "pass a SELECT, e.g. select * from rollouts")
     try:
-        statements = duckdb.extract_statements(sql)
+        statements = extract_statements(sql)
         read_only = is_read_only_sql(sql)
     except duckdb.Error as exc:
         raise UserSqlError(f"SQL error: {_first_line(exc)}", SQL_HINT) from None
@@ -214,7 +222,7 @@ def check_user_sql(sql: str) -> None:
         if statement.type == duckdb.StatementType.SELECT:
             refused += _statement_refusals(statement.query)
         elif statement.type == duckdb.StatementType.EXPLAIN:
-            refused += [r for s in duckdb.extract_statements(statement.query) for r in _explained_refusals(s.query)]
+            refused += [r for s in extract_statements(statement.query) for r in _explained_refusals(s.query)]
     if refused:
         raise SqlRefused(
             f"user SQL may only read the database, not files, URLs or SQL strings: refused {', '.join(sorted(set(refused)))}",
@@ -235,7 +243,7 @@ def check_condition(condition: str, template: str) -> str:
     ``{where}``): one statement that passes :func:`check_user_sql`. Returns the spliced SQL."""
     sql = template.format(where=condition)
     try:
-        count = len(duckdb.extract_statements(sql))
+        count = len(extract_statements(sql))
     except duckdb.Error as exc:
         raise UserSqlError(f"SQL error in the condition: {_first_line(exc)}") from None
     if count != 1:
@@ -370,12 +378,16 @@ def run_user_query(
     """Check ``sql`` and run it on a locked read-only connection to ``db_path`` (see the module
     contract). The store is first brought up to date as for any reader (this process's recorder
     flushed, spool segments merged when possible, an old schema upgraded) by opening and closing
-    :func:`~agent_rl_plugin.store.connection.open_reader`. Raises :class:`UserSqlError`
+    :func:`~agent_rl_plugin.store.connection.open_reader`, unless there is nothing to bring up
+    to date (:func:`_ready_without_reader`; an old schema found on the query's connection then
+    still goes through open_reader). Raises :class:`UserSqlError`
     (refused, failed, timed out) or :class:`~agent_rl_plugin.store.errors.StoreError` (no
     database, locked by another process for ``wait_s``)."""
     check_user_sql(sql)
     path = os.fspath(db_path)
-    open_reader(path, snapshot=False, wait_s=wait_s).close()
+    ready = _ready_without_reader(path)
+    if not ready:
+        open_reader(path, snapshot=False, wait_s=wait_s).close()
     copy_dir: str | None = None
 
     def open_once() -> duckdb.DuckDBPyConnection:
@@ -389,6 +401,10 @@ def run_user_query(
     try:
         try:
             connection = with_wait(path, open_once, wait_s)
+            if ready and _needs_upgrade(connection):  # an old schema: upgrade it as open_reader does
+                connection.close()
+                open_reader(path, snapshot=False, wait_s=wait_s).close()
+                connection = with_wait(path, open_once, wait_s)
         except duckdb.Error as exc:
             if not is_config_conflict(exc) and "already attached" not in str(exc):
                 translated = translate_duckdb_error(exc, path)
@@ -409,6 +425,34 @@ def run_user_query(
     finally:
         if copy_dir is not None:
             shutil.rmtree(copy_dir, ignore_errors=True)
+
+
+def _ready_without_reader(path: str) -> bool:
+    """Whether the store at ``path`` is up to date for reading without
+    :func:`~agent_rl_plugin.store.connection.open_reader` (a database instance opened and closed
+    for nothing: start-up time of ``agent-rl query``): this process records nothing into it, the
+    file exists and its spool holds no segment. Then what open_reader would do here is done:
+    leftovers of dead writers and stale holder notes are removed (``try_merge`` with nothing to
+    merge); the schema is checked on the query's own connection (:func:`_needs_upgrade`)."""
+    if live_writer(path) is not None or not os.path.exists(path):
+        return False
+    try:
+        if list_segments(path):
+            return False
+    except SpoolNotPrivate:
+        return False
+    try_merge(path, wait_s=0.0)
+    return True
+
+
+def _needs_upgrade(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database behind ``connection`` has migrations recorded and some missing (what
+    :func:`~agent_rl_plugin.store.connection.open_reader` upgrades before reading)."""
+    try:
+        with connection.cursor() as cursor:  # its own results: none left unfinished on ``connection``
+            return bool(applied_migrations(cursor)) and bool(pending_migrations(cursor))
+    except duckdb.Error:
+        return False
 
 
 def copy_database(cursor: duckdb.DuckDBPyConnection, dest: str, *, close: bool = False) -> str:
