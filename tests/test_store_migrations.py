@@ -35,6 +35,7 @@ FROZEN = {
     "0009_episode_rewards": "3bcd3ebf9637caf1",
     "0010_loop_rounds": "a3ed2aeb1ae4053a",
     "0011_reward_weights": "0c8b78ecc0c26861",
+    "0012_lookup_indexes": "cd470fd9be3007be",
 }
 
 

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, Union
 
 import duckdb
 
-from agent_rl_plugin.store.views import VIEWS_V1, VIEWS_V2, VIEWS_V3, VIEWS_V4
+from agent_rl_plugin.store.views import AGENT_EVENT_SQL, VIEWS_V1, VIEWS_V2, VIEWS_V3, VIEWS_V4, VIEWS_V5
 
 MIGRATIONS_TABLE = "_agent_rl_migrations"
 
@@ -375,6 +375,18 @@ COMMENT ON TABLE reward_weights IS 'The weight of each reward name in the combin
 COMMENT ON COLUMN rewards.source IS 'emitted (recorded by the agent), code, llm, heuristic (a rough proxy such as answer_quality or the keyword judge) or human.';
 {_VIEWS_V4_SQL};"""
 
+#: Indexes for looking up one rollout in a large store (``bench/growth.py``): without them every
+#: ``WHERE rollout_id = ...`` reads the whole column (rollout ids are random, so zone maps do not
+#: help), ~30 ms per million spans, and ``steps`` also reads every span's events. The third
+#: indexes the expression the events view filters on, which is true for few spans.
+#: DuckDB refuses ``ALTER TABLE`` on a table that has an index: a later migration that alters
+#: ``spans`` or ``rewards`` drops these indexes first and creates them again after.
+_VIEWS_V5_SQL = ";\n".join(VIEWS_V5.values())
+LOOKUP_INDEXES_SQL = f"""CREATE INDEX spans_rollout_id_idx ON spans (rollout_id);
+CREATE INDEX rewards_rollout_id_idx ON rewards (rollout_id);
+CREATE INDEX spans_agent_event_idx ON spans (({AGENT_EVENT_SQL}));
+{_VIEWS_V5_SQL};"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -411,6 +423,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0011_reward_weights",
         "Table reward_weights; episode_rewards.weight and rollouts.total_reward weighted by it.",
         REWARD_WEIGHTS_SQL,
+    ),
+    Migration(
+        "0012_lookup_indexes",
+        "Indexes on spans.rollout_id, rewards.rollout_id and spans holding agent_rl.event events; views rollouts "
+        "and events written so that one rollout's lookups use them (the same rows).",
+        LOOKUP_INDEXES_SQL,
     ),
 )
 
