@@ -36,7 +36,12 @@ from bench import harness  # noqa: E402
 #: Longest a row may take before it is stopped and reported as an error (seconds).
 ROW_TIMEOUT_S = {"full": 420, "quick": 90}
 #: Rows that need longer (the learning row runs 18 training loops).
-ROW_TIMEOUT_OVERRIDES_S = {"learning": {"full": 3600, "quick": 600}}
+ROW_TIMEOUT_OVERRIDES_S = {"growth": {"full": 3600, "quick": 300}, "learning": {"full": 3600, "quick": 600}}
+ROW_TIMEOUT_OVERRIDES_S["memory"] = {"full": 3600, "quick": 240}  # a 1M-span agent run (40k quick)
+#: The peer rows (bench/peers/) run only with --peers or when named in --only; the first run
+#: builds their environments (excluded from the timings, not from the row's time limit).
+PEER_ROWS = tuple(r for r in harness.ROW_IDS if r.startswith("peers_"))
+ROW_TIMEOUT_OVERRIDES_S.update({r: {"full": 3600, "quick": 2400} for r in PEER_ROWS})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,6 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", default="", help=f"comma-separated row ids ({', '.join(harness.ROW_IDS)})")
     parser.add_argument("--json", dest="json_path", default=None, help="write the report here")
     parser.add_argument("--list", action="store_true", help="list the rows and exit")
+    parser.add_argument("--peers", action="store_true", help="also run the peer rows (MLflow, Phoenix, AgentLightning)")
     parser.add_argument("--in-process", action="store_true", help="run the rows in this process (debugging)")
     parser.add_argument("--keep", default=None, help="keep the scratch files in this folder")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -56,10 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def selected_rows(only: str) -> list[str]:
+def selected_rows(only: str, peers: bool = False) -> list[str]:
     if not only.strip():
-        return list(harness.ROW_IDS)
-    wanted = [x.strip() for x in only.split(",") if x.strip()]
+        return [r for r in harness.ROW_IDS if peers or r not in PEER_ROWS]
+    wanted = [x.strip() for x in only.split(",") if x.strip()] + (list(PEER_ROWS) if peers else [])
     unknown = [x for x in wanted if x not in harness.ROW_IDS]
     if unknown:
         raise SystemExit(f"error: unknown row(s) {', '.join(unknown)}; rows: {', '.join(harness.ROW_IDS)}")
@@ -129,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         for row_id, _, what, target in harness.ROWS:
             print(f"{row_id:10s} {what}\n{'':10s} target: {target}")
         return 0
-    rows = selected_rows(args.only)
+    rows = selected_rows(args.only, args.peers)
     mode = "quick" if args.quick else "full"
     command = "python -m bench" + (" " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
                                    if (argv if argv is not None else sys.argv[1:]) else "")

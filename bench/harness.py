@@ -46,6 +46,8 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
      ">= 100k spans/s, >= 3x JSON files, >= 50x INSERT per span"),
     ("startup", "bench.startup", "import + configure() + one decorated call + flush(), fresh interpreter",
      "no CLI/pandas/torch loaded, <= 100 MB over bare OTel"),
+    ("cli_startup", "bench.cli_startup", "fresh agent-rl query / traces list / --help on 200k spans vs python+duckdb",
+     "<= 0.3 s wall each"),
     ("spool", "bench.spool", "spool segment write per span (agents never hold the file), merge, reader opens",
      "<= 10 us/span, merge of 100 segments <= 2 s"),
     ("receiver", "bench.receiver", "spans/s from 4 processes through OTLP/HTTP into agent-rl serve, zero loss",
@@ -57,8 +59,17 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("memory", "bench.memory", "peak RSS of an agent process exporting 100k spans", "<= +100 MB over uninstrumented"),
     ("learning", "bench.learning", "closed loop: held-out success per round, GRPO vs GiGPO vs RLOO, 3 seeds, 2 envs",
      "GRPO on the grid +0.5 on every seed; keydoor: GiGPO rounds to 0.8 <= 0.75x GRPO's"),
+    ("growth", "bench.growth", "ingest and one-rollout lookups as one file grows to 100k, 1M, 10M spans",
+     "ingest at 10M >= 1/1.5 of a small file's; lookups < 50 ms at 10M; KTO over 1M < 5 s"),
     ("gpu_kto", "bench.gpu", "LoRA KTO tokens/s, Qwen2-0.5B shape, random weights (GPU)", ">= 0.95x plain TRL"),
     ("gpu_grpo", "bench.gpu", "LoRA GRPO tokens/s, Qwen2-0.5B shape, random weights (GPU)", ">= 0.95x plain TRL"),
+    # Peers, each in its own virtualenv (bench/peers/); run with --peers or --only peers_...
+    ("peers_mlflow", "bench.peers.mlflow_peer", "@trace_agent + DuckDB vs @mlflow.trace + SQLite, per call",
+     "reported: ratio, traces persisted vs sent"),
+    ("peers_phoenix", "bench.peers.phoenix_peer", "agent-rl serve vs Phoenix's OTLP receiver, 4 processes, until "
+     "queryable", "reported: ratio, spans persisted vs sent"),
+    ("peers_agentlightning", "bench.peers.agentlightning_peer", "decorator + store and receiver rows vs Agent "
+     "Lightning 0.3.0", "reported: ratio, rows persisted vs sent"),
 )
 ROW_IDS = tuple(r[0] for r in ROWS)
 

@@ -102,8 +102,9 @@ def test_row_round_trip_and_report_shape(tmp_path):
 
 
 def test_rows_are_registered():
-    assert harness.ROW_IDS == ("overhead", "capture", "ingest", "startup", "spool", "receiver", "dataset", "gigpo", "train", "memory",
-                               "learning", "gpu_kto", "gpu_grpo")
+    assert harness.ROW_IDS == ("overhead", "capture", "ingest", "startup", "cli_startup", "spool", "receiver", "dataset",
+                               "gigpo", "train", "memory", "learning", "growth", "gpu_kto", "gpu_grpo",
+                               "peers_mlflow", "peers_phoenix", "peers_agentlightning")
     with pytest.raises(KeyError):
         harness.row_spec("nope")
 
