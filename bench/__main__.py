@@ -1,7 +1,8 @@
 """``python -m bench``: every benchmark row, each against a baseline measured in the same run.
 
-    python -m bench                          # full sizes (at most about 10 minutes on 2 cores)
-    python -m bench --quick                  # the same measurements on small sizes (under a minute)
+    python -m bench                          # full sizes (about an hour on 2 cores: learning, memory, growth)
+    python -m bench --quick                  # the same measurements on small sizes (a few minutes)
+    python -m bench --peers                  # also the peer rows (MLflow, Phoenix, Agent Lightning)
     python -m bench --only gigpo,dataset --json out.json
     python -m bench --list                   # the rows and their targets
 
