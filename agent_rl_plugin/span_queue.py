@@ -30,8 +30,6 @@ logger = logging.getLogger("agent_rl_plugin.tracing")
 
 #: How long a span waits for room while the exporter is known to be stalled.
 STALLED_LOOK_S = 0.001
-#: Within this many spans of a full queue, span ends take :class:`CountingBatchSpanProcessor`'s lock.
-_NEAR_FULL = 64
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
@@ -54,7 +52,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         self.waited = 0
         self.queue_full_wait_s = max(0.0, float(queue_full_wait_s))
         self._stalled = False
-        # Near a full queue, checking for room and queueing happen under this lock: two threads
+        # Checking for room and queueing happen under this lock: two threads
         # that both saw one free slot would otherwise both append, and the SDK's queue (a deque
         # with a maximum length) would silently push out the oldest span. Re-entrant: a signal
         # handler that ends a span while this thread waits for room (holding the lock) would
@@ -77,20 +75,28 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         inner = getattr(self, "_batch_processor", None)
         queue, limit = getattr(inner, "_queue", None), getattr(inner, "_max_queue_size", None)
-        if queue is None or limit is None or len(queue) < limit - _NEAR_FULL:
-            if self._stalled:
-                self._stalled = False
+        if queue is None or limit is None:  # an SDK whose internals differ: its own behaviour
             super().on_end(span)
             return
         if not (span.context is not None and span.context.trace_flags.sampled):
             return  # never queued
         if threading.current_thread() is getattr(inner, "_worker_thread", None):
-            # A span ended while exporting: the export thread cannot wait for itself.
-            if len(queue) >= limit:
+            # A span ended while exporting: the export thread cannot wait for itself, nor for a
+            # thread that holds the lock while it waits for the export thread.
+            if not self._full_lock.acquire(blocking=False):
                 self._count_drop(limit)
                 return
-            super().on_end(span)
+            try:
+                if len(queue) >= limit:
+                    self._count_drop(limit)
+                    return
+                super().on_end(span)
+            finally:
+                self._full_lock.release()
             return
+        # Checking for room and queueing always happen under the lock: a thread that saw room and
+        # was then descheduled while others filled the queue would otherwise append to a full
+        # deque, which silently pushes out its oldest span (seen: 1 of 100,000 spans lost).
         with self._full_lock:
             if len(queue) >= limit and not self._wait_for_room(inner, queue, limit):
                 self._count_drop(limit)

@@ -335,6 +335,27 @@ def test_a_query_sees_unmerged_spool_segments(tmp_path: Path) -> None:
     assert result.rows == [(4 + 3,)]
 
 
+def test_a_read_only_reader_lists_rollouts_through_the_spool_overlay(tmp_path: Path) -> None:
+    """The overlay's spans is a view without row ids; rollouts (version 5 joins roots by row id)
+    must still answer, with the rows it gives once the segment is merged."""
+    from agent_rl_plugin.store.connection import open_reader
+    from agent_rl_plugin.store.reading import overlay_unmerged
+    from agent_rl_plugin.store.spool import write_segment
+
+    db = tmp_path / "s.duckdb"
+    synthesize_store(db, rollouts=2, llm_calls=1, group_size=2)
+    write_segment(db, converted_spans(3))
+    with duckdb.connect(str(db), read_only=True) as connection:
+        assert overlay_unmerged(connection, db) == 1
+        assert connection.execute("select count(*) from spans").fetchone() == (4 + 3,)
+        overlaid = connection.execute("select * from rollouts order by rollout_id").fetchall()
+    merged = open_reader(db)  # merges the segment into the file
+    try:
+        assert merged.execute("select * from rollouts order by rollout_id").fetchall() == overlaid
+    finally:
+        merged.close()
+
+
 def test_an_egg_on_the_path_counts_as_a_possible_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Eggs (folders or zips) are not scanned for entry points, so one on ``sys.path`` errs towards true."""
     monkeypatch.delenv("AGENT_RL_DISABLE_PLUGIN_AUTOLOAD", raising=False)

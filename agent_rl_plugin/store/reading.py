@@ -71,6 +71,7 @@ def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.Pa
         f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {catalog}.main.spans "
         f"UNION ALL BY NAME ({spans_select_sql(spans, SEGMENT_TIME_SQL)})"
     )
+    _rollouts_without_row_ids(connection, catalog)
     rewards_files = [s.rewards_path for s in todo if s.rewards_path is not None]
     if rewards_files:
         rewards = f"read_parquet({_sql_list(rewards_files)}, filename = true)"
@@ -79,3 +80,20 @@ def overlay_unmerged(connection: duckdb.DuckDBPyConnection, db_path: str | os.Pa
             f"UNION ALL BY NAME ({rewards_select_sql(rewards, SEGMENT_TIME_SQL)})"
         )
     return len(todo)
+
+
+def _rollouts_without_row_ids(connection: duckdb.DuckDBPyConnection, catalog: str) -> None:
+    """The overlay's ``spans`` is a view, which has no ``rowid``: where the file's ``rollouts``
+    view fetches roots by row id (version 5, migration ``0012_lookup_indexes``), shadow it with
+    version 4 (the same rows, found with a window) for this connection."""
+    from agent_rl_plugin.store.views import ROLLOUTS_V4
+
+    row = connection.execute(
+        "SELECT sql FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND view_name = 'rollouts'"
+    ).fetchone()
+    if row is None or "rowid" not in str(row[0]):
+        return
+    connection.execute(
+        ROLLOUTS_V4.replace("CREATE OR REPLACE VIEW rollouts", "CREATE OR REPLACE TEMP VIEW rollouts", 1)
+    )
