@@ -34,8 +34,9 @@ from agent_rl_plugin.store.holders import holding, remove_stale_notes
 from agent_rl_plugin.store.opening import connect_file, make_private, open_write_connection
 from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers
 
-#: How long a reader waits for a writer's lease to end before it gives up (the CLI's default).
-READ_WAIT_S = 5.0
+#: How long a reader waits for a writer's lease to end before it gives up (the CLI's default): long enough to
+#: find a gap between the back-to-back merges of several recording agents.
+READ_WAIT_S = 15.0
 #: How long a writer of results (score, label, advantages, training runs) waits for the lock.
 WRITE_WAIT_S = 30.0
 
