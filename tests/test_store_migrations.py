@@ -36,6 +36,7 @@ FROZEN = {
     "0010_loop_rounds": "a3ed2aeb1ae4053a",
     "0011_reward_weights": "0c8b78ecc0c26861",
     "0012_lookup_indexes": "cd470fd9be3007be",
+    "0013_label_details": "2084ec0a6cf650c9",
 }
 
 

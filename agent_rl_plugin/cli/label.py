@@ -15,11 +15,7 @@ are also rows of ``rewards`` (``source = 'human'``).
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
-import uuid
-from datetime import UTC, datetime
 from typing import Any, Optional
 
 import typer
@@ -29,75 +25,23 @@ from agent_rl_plugin.cli.common import DbOption, JsonOption, UserError, console,
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.cli.score import fail_plain, say
 from agent_rl_plugin.hookspecs import hookimpl
-
-HUMAN_REWARD = "human_label"
-LABEL_VALUES: dict[str, float | None] = {"good": 1.0, "bad": 0.0, "skip": None}
-_ALIASES = {
-    "g": "good",
-    "good": "good",
-    "+": "good",
-    "1": "good",
-    "b": "bad",
-    "bad": "bad",
-    "-": "bad",
-    "0": "bad",
-    "s": "skip",
-    "skip": "skip",
-}
+from agent_rl_plugin.rewards import labels
+from agent_rl_plugin.rewards.labels import (
+    CURRENT_LABEL_ROWS,
+    HUMAN_REWARD,
+    LABEL_ALIASES,
+    LABEL_VALUES,
+    default_labeller,
+    write_labels,
+)
 
 
 def normalise_label(text: str) -> str:
     """``good``, ``bad`` or ``skip`` from an answer (g, b, s, +, -, 1, 0 accepted)."""
-    label = _ALIASES.get(text.strip().lower())
-    if label is None:
-        raise UserError(f"unknown label {text!r}", "use good, bad or skip")
-    return label
-
-
-def default_labeller() -> str:
     try:
-        return os.environ.get("USER") or getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name available (containers)
-        return "unknown"
-
-
-def write_labels(
-    path: str, labels: list[tuple[str, str]], labeller: str | None, note: str | None
-) -> list[dict[str, Any]]:
-    """Append ``(rollout_id, label)`` pairs to ``labels`` in one transaction; returns the rows."""
-    from agent_rl_plugin.store import connect_writer
-
-    now = datetime.now(UTC).replace(tzinfo=None)
-    rows = [
-        {
-            "label_id": str(uuid.uuid4()),
-            "rollout_id": rid,
-            "label": label,
-            "value": LABEL_VALUES[label],
-            "labeller": labeller,
-            "note": note,
-            "created_at": now,
-        }
-        for rid, label in labels
-    ]
-    if not rows:
-        return rows
-    connection = connect_writer(path)
-    try:
-        connection.execute("BEGIN TRANSACTION")
-        try:
-            connection.executemany(
-                "INSERT INTO labels (label_id, rollout_id, label, value, labeller, note, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [list(r.values()) for r in rows],
-            )
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-    finally:
-        connection.close()
-    return rows
+        return labels.normalise_label(text)
+    except labels.LabelError as exc:
+        raise UserError(str(exc), exc.hint) from None
 
 
 def score_human_labels(path: str, rollout_ids: list[str]) -> Any:
@@ -117,7 +61,8 @@ def _queue(path: str, where: str | None, limit: int) -> list[str]:
     condition = f" and ({where})" if where else ""
     _, rows = run_query(
         path,
-        "select rollout_id from rollouts where rollout_id not in (select rollout_id from labels)"
+        "select rollout_id from rollouts where rollout_id not in "
+        f"(select rollout_id from labels where {CURRENT_LABEL_ROWS})"
         f"{condition} order by start_time, rollout_id limit {int(limit)}",
     )
     return [row[0] for row in rows]
@@ -174,8 +119,8 @@ def _ask() -> str | None:
         answer = answer.strip().lower()
         if answer in ("q", "quit", "exit"):
             return None
-        if answer in _ALIASES:
-            return _ALIASES[answer]
+        if answer in LABEL_ALIASES:
+            return LABEL_ALIASES[answer]
         say("please answer g, b, s or q")
 
 

@@ -56,6 +56,7 @@ COMMAND_PLUGINS: dict[str, str] = {
     "cli_report": "agent_rl_plugin.cli.report",
     "cli_policy": "agent_rl_plugin.cli.policy",
     "cli_loop": "agent_rl_plugin.cli.loop",
+    "cli_ui": "agent_rl_plugin.cli.ui",
 }
 
 #: Each built-in command: name -> (plugin name in :data:`COMMAND_PLUGINS`, the one-line help
@@ -63,6 +64,7 @@ COMMAND_PLUGINS: dict[str, str] = {
 #: registered last first). A lazy app lists them from here without importing them;
 #: ``tests/test_cli_startup.py`` checks this table against the real commands.
 COMMAND_SUMMARIES: dict[str, tuple[str, str]] = {
+    "ui": ("cli_ui", "Browse rollouts, label them and run SQL in a live local web UI."),
     "loop": (
         "cli_loop",
         "Train an agent's policy in closed rounds: rollouts -> rewards -> advantages -> LoRA -> reload -> eval.",

@@ -84,6 +84,7 @@ def serve(
     ),
     max_body_mb: int = typer.Option(64, "--max-body-mb", min=1, help="Largest request body (MiB), else 413."),
     json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),
+    ui: bool = typer.Option(True, "--ui/--no-ui", help="Serve the web UI at /ui (docs/ui.md)."),
 ) -> None:
     """Receive OTLP/HTTP traces from many processes and write them into one DuckDB file."""
     if no_token and token:
@@ -119,6 +120,11 @@ def serve(
         allowed_hosts=tuple(allow_host),
         max_connections=max_connections,
     )
+    if ui:
+        from agent_rl_plugin.ui import ReceiverBackend, UiApp
+
+        ui_app = UiApp(ReceiverBackend(receiver), token=receiver.token or None)
+        receiver.mounts["/ui"] = ui_app
     try:
         receiver.start()
     except ReceiverConfigError as exc:
@@ -146,6 +152,8 @@ def serve(
                 f"{receiver.db}.serve.json (mode 0600); other processes: export AGENT_RL_SERVE_TOKEN",
                 highlight=False,
             )
+        if ui:
+            err_console.print(f"agent-rl serve: the UI is at {ui_app.login_url(receiver.url)}", highlight=False)
         receiver.serve_until(stop)
     final = receiver.stats_snapshot()
     err_console.print(

@@ -38,6 +38,8 @@ bearer token. The token: ``token`` if given (``""`` disables it, only allowed on
 ``<db>.serve.json`` (and to this user's port entry, see :mod:`.client`) where local clients and
 exporters read it. Bodies need a plain decimal ``Content-Length`` (411 when missing, 400 when
 negative or not a number).
+* A path under a mounted app's prefix (``mounts``, e.g. ``/ui``): handed to that app after the
+  Host/Origin check; the app does its own authentication (:mod:`.mounts`).
 * Anything else: 404 (405 for a wrong method on a known path).
 
 Lifecycle: :meth:`Receiver.start` opens the database (a locked file raises
@@ -58,6 +60,7 @@ import select
 import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import Any, TypedDict
 
@@ -80,6 +83,7 @@ from agent_rl_plugin.receiver.decode import (
     spans_from_request,
 )
 from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
+from agent_rl_plugin.receiver.mounts import App, handle_with, mount_for
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
 from agent_rl_plugin.store.announcements import base_url, remove_info, write_info
@@ -197,7 +201,27 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     # --- routes ---------------------------------------------------------------------------
+    def _mounted(self) -> bool:
+        """Hand the request to the app mounted at its path, if any (after the Host/Origin check;
+        the app authenticates it itself): True when handled."""
+        app = mount_for(self.server.receiver.mounts, urllib.parse.unquote(self.path.split("?", 1)[0]))
+        if app is None:
+            return False
+        refusal = self.server.receiver.host_policy.refusal(self.headers)
+        if refusal is not None:
+            self.close_connection = True
+            self._error(403, refusal)
+        else:
+            handle_with(self, app)
+        return True
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._mounted():
+            self._error(405, "HEAD is only answered for mounted apps", {"Allow": "GET, POST"})
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self._mounted():
+            return
         path = self.path.split("?", 1)[0]
         receiver = self.server.receiver
         if path == "/healthz":
@@ -214,6 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no such path {path}: the traces endpoint is POST {TRACES_PATH}")
 
     def do_POST(self) -> None:  # noqa: N802
+        if self._mounted():
+            return
         path = self.path.split("?", 1)[0]
         if path == TRACES_PATH:
             self._traces()
@@ -354,7 +380,9 @@ class Receiver:
     accepted and not yet committed) beyond which batches wait up to ``admission_wait_s`` for room,
     first come first served, then get 429 (:class:`~agent_rl_plugin.receiver.sink.SpanSink`;
     ``0``: 429 at once). ``max_connections``: open
-    connections served at once. ``query_*``: the limits of ``/query``. ``write_delay_s``: test hook
+    connections served at once. ``query_*``: the limits of ``/query``. ``mounts``: path prefix →
+    app (:mod:`~agent_rl_plugin.receiver.mounts`; ``agent-rl serve`` mounts the UI at ``/ui``),
+    also settable on :attr:`mounts` before :meth:`start`. ``write_delay_s``: test hook
     (see :mod:`~agent_rl_plugin.receiver.sink`). ``announce``: write ``<db>.serve.json`` (and, on
     loopback with a token, this user's port entry that local exporters read).
     """
@@ -381,8 +409,10 @@ class Receiver:
         max_snapshots: int = 4,
         snapshot_interval_s: float = 0.5,
         admission_wait_s: float = 1.0,
+        mounts: dict[str, App] | None = None,
     ) -> None:
         self.db = os.path.abspath(os.fspath(db))
+        self.mounts: dict[str, App] = dict(mounts or {})
         self.host = host
         self._requested_port = port
         explicit = os.environ.get(client.TOKEN_ENV) or None if token is None else token

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.rewards.labels import CURRENT_LABEL_ROWS
 
 
 def parse_json(value: Any) -> Any:
@@ -289,7 +290,8 @@ def _load_labels(connection: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, 
     rows = _rows(
         connection,
         "SELECT rollout_id, arg_max(label, created_at) AS label, arg_max(value, created_at) AS value "
-        "FROM labels WHERE rollout_id IN (SELECT rollout_id FROM _arl_selected) GROUP BY rollout_id",
+        f"FROM labels WHERE {CURRENT_LABEL_ROWS} AND rollout_id IN (SELECT rollout_id FROM _arl_selected) "
+        "GROUP BY rollout_id",
     )
     return {row["rollout_id"]: (row["label"], row["value"]) for row in rows}
 

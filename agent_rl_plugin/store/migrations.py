@@ -387,6 +387,15 @@ CREATE INDEX rewards_rollout_id_idx ON rewards (rollout_id);
 CREATE INDEX spans_agent_event_idx ON spans (({AGENT_EVENT_SQL}));
 {_VIEWS_V5_SQL};"""
 
+# labels has no index, so it can be altered (DuckDB refuses ALTER TABLE on indexed tables).
+LABEL_DETAILS_SQL = """ALTER TABLE labels ADD COLUMN step_index INTEGER;
+ALTER TABLE labels ADD COLUMN score INTEGER;
+COMMENT ON TABLE labels IS 'Human labels from `agent-rl label` and `agent-rl ui` (append-only; a rollout''s current label is its latest row with step_index NULL and label good, bad, skip or score).';
+COMMENT ON COLUMN labels.label IS 'good, bad or skip (a verdict), score (a 1-5 grade) or note (a comment only).';
+COMMENT ON COLUMN labels.value IS '1.0 for good, 0.0 for bad, (score - 1) / 4 for a score, NULL for skip and note.';
+COMMENT ON COLUMN labels.step_index IS 'The labelled step (steps.step_index), NULL when the label is about the whole rollout.';
+COMMENT ON COLUMN labels.score IS 'The 1-5 grade of a score label, else NULL.';"""
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_spans", "Table spans: one row per recorded span.", SPANS_SQL),
@@ -429,6 +438,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "Indexes on spans.rollout_id, rewards.rollout_id and spans holding agent_rl.event events; views rollouts "
         "and events written so that one rollout's lookups use them (the same rows).",
         LOOKUP_INDEXES_SQL,
+    ),
+    Migration(
+        "0013_label_details",
+        "Columns labels.step_index (a label about one step) and labels.score (a 1-5 grade), for `agent-rl ui`.",
+        LABEL_DETAILS_SQL,
     ),
 )
 

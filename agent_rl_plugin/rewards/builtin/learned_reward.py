@@ -17,7 +17,7 @@ from agent_rl_plugin.rewards.result import EvaluateResult
 from agent_rl_plugin.rewards.rollout import Rollout
 
 #: The ``where`` condition ``prepare`` loads training rollouts with.
-LABELLED_WHERE = "rollout_id in (select rollout_id from labels where label in ('good','bad'))"
+LABELLED_WHERE = "rollout_id in (select rollout_id from labels where step_index is null and label in ('good','bad'))"
 #: Feature names, in the model's column order (see :func:`features`).
 FEATURES = (
     "n_steps",
