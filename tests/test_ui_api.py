@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from ui_store import build_ui_store, record_one
+from ui_store import build_ui_store
 
 from agent_rl_plugin.ui import serve_ui
 from agent_rl_plugin.ui.auth import CSP
