@@ -448,3 +448,26 @@ def test_polling_the_version_does_not_open_the_database(ui, monkeypatch):
     started = time.monotonic()
     assert client.json("/ui/api/version")["version"]
     assert time.monotonic() - started < 5
+
+
+def test_concurrent_reads_queries_and_labels_all_succeed(ui):
+    """Several browser tabs at once: lists, details, console queries and label writes overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, store = ui
+    ids = store["rollout_ids"][:6]
+
+    def work(i: int) -> int:
+        rid = ids[i % len(ids)]
+        if i % 4 == 0:
+            return client.call("/ui/api/labels", {"rollout_id": rid, "label": "good"})[0]
+        if i % 4 == 1:
+            return client.call("/ui/api/query", {"sql": "select count(*) from spans"})[0]
+        if i % 4 == 2:
+            return client.call(f"/ui/api/rollouts/{rid}")[0]
+        return client.call("/ui/api/rollouts?limit=50")[0]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(work, range(24)))
+    assert statuses.count(201) == 6 and set(statuses) == {200, 201}, statuses
+    assert rows(store["db"], "SELECT count(*) FROM labels") == [(6,)]

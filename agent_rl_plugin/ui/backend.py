@@ -16,7 +16,9 @@ Contract of a backend:
 :class:`FileBackend` opens the file per request like any reader
 (:func:`~agent_rl_plugin.store.connection.open_reader`: this process's recorder flushed, the
 agents' unmerged spool segments shown), so agents recording into the same file keep running;
-its :meth:`~FileBackend.version` only stats files (no DuckDB open). :class:`ReceiverBackend`
+its :meth:`~FileBackend.version` only stats files (no DuckDB open). Its reads, user queries and
+label writes take turns (one lock): DuckDB refuses to open one file in one process with two
+configurations at once (read-only, locked, read-write). :class:`ReceiverBackend`
 reads through cursors of the receiver's writer (after a flush), runs user SQL on the
 receiver's locked copies and appends labels on its connection: a served file has one writer.
 """
@@ -69,6 +71,7 @@ class FileBackend:
         self._writes = itertools.count()
         self._last_write = 0
         self._lock = threading.Lock()
+        self._turn = threading.RLock()  # one DuckDB configuration of the file at a time
 
     def version(self) -> str:
         parts = []
@@ -89,21 +92,24 @@ class FileBackend:
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        connection = open_reader(self.db)
-        try:
-            yield connection
-        finally:
-            connection.close()
+        with self._turn:
+            connection = open_reader(self.db)
+            try:
+                yield connection
+            finally:
+                connection.close()
 
     def user_query(self, sql: str, *, max_rows: int) -> QueryResult:
-        return run_user_query(self.db, sql, timeout_s=UI_QUERY_TIMEOUT_S, max_rows=max_rows, max_bytes=UI_MAX_BYTES)
+        with self._turn:
+            return run_user_query(self.db, sql, timeout_s=UI_QUERY_TIMEOUT_S, max_rows=max_rows, max_bytes=UI_MAX_BYTES)
 
     def append_labels(self, rows: list[dict[str, Any]]) -> None:
-        connection = connect_writer(self.db)
-        try:
-            insert_label_rows(connection, rows)
-        finally:
-            connection.close()
+        with self._turn:
+            connection = connect_writer(self.db)
+            try:
+                insert_label_rows(connection, rows)
+            finally:
+                connection.close()
         with self._lock:
             self._last_write = next(self._writes) + 1
 
