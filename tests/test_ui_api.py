@@ -39,9 +39,14 @@ def store(built, tmp_path) -> dict[str, Any]:
 
 
 @pytest.fixture()
-def ui(store):
+def ui_server(store):
     with serve_ui(store["db"], token="t0ken", labeller="tester") as server:
-        yield Client(server.url.split("/ui/")[0], "t0ken"), store
+        yield server
+
+
+@pytest.fixture()
+def ui(store, ui_server):
+    return Client(ui_server.url.split("/ui/")[0], "t0ken"), store
 
 
 class Client:
@@ -265,7 +270,7 @@ def test_console_runs_read_only_sql_with_a_row_cap(ui):
 # -- labelling --------------------------------------------------------------------------------------
 
 
-def test_labels_are_the_rows_the_cli_writes_plus_scores_notes_and_steps(ui):
+def test_labels_are_the_rows_the_cli_writes_plus_scores_notes_and_steps(ui, ui_server):
     client, store = ui
     a, b, c = store["rollout_ids"][:3]
     client.json("/ui/api/labels", {"rollout_id": a, "label": "good"}, expect=201)
@@ -303,6 +308,13 @@ def test_labels_are_the_rows_the_cli_writes_plus_scores_notes_and_steps(ui):
     finally:
         connection.close()
     assert loaded == {a: ("good", 1.0), c: ("score", 0.75)}  # what human_label scores
+    scorer = ui_server.app.backend.scorer
+    assert scorer.wait_idle(60) and scorer.errors == 0, scorer.last_error
+    human = rows(
+        store["db"],
+        "SELECT rollout_id, arg_max(value, created_at) FROM rewards WHERE name = 'human_label' GROUP BY 1 ORDER BY 1",
+    )
+    assert human == sorted([(a, 1.0), (b, 0.0), (c, 0.75)])  # as after `agent-rl label`
 
 
 def test_disagreeing_queue(ui):
@@ -379,9 +391,14 @@ def test_agent_rl_serve_mounts_the_ui_with_its_token(store):
         assert client.json(f"/ui/api/rollouts/{rid}")["labels"][0]["labeller"] == "served"
         assert client.json("/ui/api/query", {"sql": "select count(*) as n from labels"})["rows"] == [[1]]
         assert client.json("/ui/api/query", {"sql": "delete from labels"}, expect=403)["error"]
+        backend = receiver.mounts["/ui"].backend
+        assert backend.scorer.wait_idle(60) and backend.scorer.errors == 0, backend.scorer.last_error
         assert client.call("/healthz", auth=False)[0] == 200  # the receiver's own routes are untouched
         assert client.call("/stats", auth=False)[0] == 401
     assert rows(store["db"], "SELECT rollout_id, label, labeller FROM labels") == [(rid, "bad", "served")]
+    assert rows(store["db"], "SELECT rollout_id, value, source FROM rewards WHERE name = 'human_label'") == [
+        (rid, 0.0, "human")
+    ]
 
 
 # -- the command -------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ Contract of a backend:
   recorded ``dataset_sql``) through the locked read-only path
   (:mod:`~agent_rl_plugin.store.user_sql`: statement checks, no file or network access, time,
   row and memory limits). Raises :class:`~agent_rl_plugin.store.user_sql.UserSqlError`.
-* :meth:`append_labels` appends ``labels`` rows in one transaction.
+* :meth:`append_labels` appends ``labels`` rows in one transaction; the ``human_label``
+  reward then scores those rollouts in the background, as after ``agent-rl label``
+  (:mod:`.scoring`; in a receiver's process scoring writes through the receiver's connection).
 * :meth:`version` is a cheap token that changes whenever what the UI shows may have changed;
   the page polls it.
 
@@ -37,6 +39,7 @@ from agent_rl_plugin.rewards.labels import insert_label_rows
 from agent_rl_plugin.store.connection import connect_writer, open_reader
 from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments
 from agent_rl_plugin.store.user_sql import QueryResult, run_user_query
+from agent_rl_plugin.ui.scoring import HumanLabelScorer
 
 if TYPE_CHECKING:
     from agent_rl_plugin.receiver import Receiver
@@ -66,12 +69,13 @@ class FileBackend:
 
     served = False
 
-    def __init__(self, db: str | os.PathLike[str]) -> None:
+    def __init__(self, db: str | os.PathLike[str], *, score_labels: bool = True) -> None:
         self.db = os.path.abspath(os.fspath(db))
         self._writes = itertools.count()
         self._last_write = 0
         self._lock = threading.Lock()
         self._turn = threading.RLock()  # one DuckDB configuration of the file at a time
+        self.scorer = HumanLabelScorer(self.db, lambda: self._turn) if score_labels else None
 
     def version(self) -> str:
         parts = []
@@ -112,6 +116,8 @@ class FileBackend:
                 connection.close()
         with self._lock:
             self._last_write = next(self._writes) + 1
+        if self.scorer is not None:
+            self.scorer.submit([row["rollout_id"] for row in rows])
 
 
 class ReceiverBackend:
@@ -119,9 +125,10 @@ class ReceiverBackend:
 
     served = True
 
-    def __init__(self, receiver: Receiver) -> None:
+    def __init__(self, receiver: Receiver, *, score_labels: bool = True) -> None:
         self.receiver = receiver
         self.db = receiver.db
+        self.scorer = HumanLabelScorer(self.db, contextlib.nullcontext) if score_labels else None
         self._labels_written = 0
         self._lock = threading.Lock()
 
@@ -149,3 +156,5 @@ class ReceiverBackend:
             insert_label_rows(cursor, rows)
         with self._lock:
             self._labels_written += len(rows)
+        if self.scorer is not None:
+            self.scorer.submit([row["rollout_id"] for row in rows])
