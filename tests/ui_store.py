@@ -90,9 +90,9 @@ def build_ui_store(path: str | Path) -> dict[str, Any]:
 
     with duckdb.connect(db, read_only=True) as connection:
         ids = [r[0] for r in connection.execute("SELECT rollout_id FROM rollouts ORDER BY start_time").fetchall()]
-        group = connection.execute(
+        group = connection.execute(  # the group whose rewards differ most: what GRPO learns from
             "SELECT group_id FROM rollouts WHERE group_id LIKE 'shop-%' GROUP BY group_id HAVING count(*) >= 3 "
-            "ORDER BY group_id LIMIT 1"
+            "ORDER BY stddev_pop(total_reward) DESC, group_id LIMIT 1"
         ).fetchall()[0][0]
     return {
         "db": db,
