@@ -488,3 +488,19 @@ def test_concurrent_reads_queries_and_labels_all_succeed(ui):
         statuses = list(pool.map(work, range(24)))
     assert statuses.count(201) == 6 and set(statuses) == {200, 201}, statuses
     assert rows(store["db"], "SELECT count(*) FROM labels") == [(6,)]
+
+
+def test_every_static_file_and_the_cookbook_ship_in_the_wheel():
+    """pyproject's package-data globs cover every file the page needs (a wheel install has no
+    source tree to fall back on)."""
+    import glob
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    package = root / "agent_rl_plugin" / "ui"
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "agent_rl_plugin.ui"
+    ]
+    shipped = {Path(p) for pattern in patterns for p in glob.glob(str(package / pattern), recursive=True)}
+    needed = {p for p in package.rglob("*") if p.is_file() and "static" in p.parts} | {package / "cookbook.json"}
+    assert needed and needed <= shipped, sorted(str(p) for p in needed - shipped)
