@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,21 @@ INSERT_LABELS_SQL = (
     "INSERT INTO labels (label_id, rollout_id, label, value, labeller, note, created_at, step_index, score) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+#: Control characters (C0, DEL, C1) and the bidirectional embedding/override/isolate controls that
+#: reorder what follows them: never in a labeller's name (shown beside labels in the UI and CLI).
+_UNSAFE_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: Notes may hold line breaks and tabs.
+_UNSAFE_NOTE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class LabelError(AgentRLError, ValueError):
@@ -101,6 +117,11 @@ class Label:
         then the note). Raises :class:`LabelError` for anything else."""
         if not isinstance(rollout_id, str) or not rollout_id.strip() or len(rollout_id) > 200:
             raise LabelError("a label needs the rollout_id of the rollout it is about")
+        for name, text in (("rollout_id", rollout_id), ("label", label), ("note", note), ("labeller", labeller)):
+            if text is not None and not isinstance(text, str):
+                raise LabelError(f"{name} must be text, not {type(text).__name__}")
+            if isinstance(text, str) and not _encodable(text):
+                raise LabelError(f"{name} is not valid Unicode text (it holds an unpaired surrogate)")
         if label is None and score is None and not note:
             raise LabelError("a label needs a verdict (good, bad, skip), a score (1-5) or a note")
         if label is not None and label not in LABEL_VALUES:
@@ -113,8 +134,15 @@ class Label:
             raise LabelError(f"step_index must be a step's index (0 or more), not {step_index!r}")
         if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
             raise LabelError(f"a note must be text of at most {MAX_NOTE_CHARS} characters")
-        if labeller is not None and (not isinstance(labeller, str) or len(labeller) > MAX_LABELLER_CHARS):
+        if labeller is not None and len(labeller) > MAX_LABELLER_CHARS:
             raise LabelError(f"labeller must be a name of at most {MAX_LABELLER_CHARS} characters")
+        if labeller is not None and _UNSAFE_NAME.search(labeller):
+            raise LabelError(
+                "labeller must be a plain name: no control characters or bidirectional overrides",
+                "use letters, digits, spaces and punctuation",
+            )
+        if note is not None and _UNSAFE_NOTE.search(note):
+            raise LabelError("a note may hold line breaks and tabs but no other control characters")
         if label is not None:
             kind, value = label, LABEL_VALUES[label]
         elif score is not None:

@@ -5,8 +5,11 @@ Contract (the receiver's token rules, made to work in a browser):
 * With a token, every ``api/`` request needs it: as ``Authorization: Bearer TOKEN`` (scripts),
   or as the cookie :meth:`UiAuth.cookie_name` that opening the printed link
   ``.../ui/?token=TOKEN`` sets (HttpOnly, SameSite=Strict, path ``/ui``; named after a hash of
-  the token, so several UIs on one host do not overwrite each other's). The link answers 303 to
-  the page without the token in its address. Static files (no data) need no token.
+  the token, so several UIs on one host do not overwrite each other's; its value is an HMAC of
+  the token, never the token). The link answers 303 to the page without the token in its
+  address. A cookie counts only on requests the page itself makes or navigations
+  (``Sec-Fetch-Site`` absent, ``same-origin`` or ``none``): SameSite does not separate the ports
+  of one host. Static files (no data) need no token.
 * Without a token (``--no-token``, loopback only) every request is allowed.
 * A POST must say ``Content-Type: application/json`` and ``X-Agent-RL-UI: 1`` and, when it has
   an ``Origin``, come from the page's own origin: a page of another site can neither read the
@@ -23,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import urllib.parse
-from http.cookies import CookieError, SimpleCookie
 
 from agent_rl_plugin.receiver.mounts import Request
 
@@ -40,6 +42,7 @@ SECURITY_HEADERS: list[tuple[str, str]] = [
     ("Cross-Origin-Resource-Policy", "same-origin"),
 ]
 WRITE_HEADER = "X-Agent-RL-UI"
+COOKIE_PURPOSE = b"agent-rl-ui-cookie"
 
 
 class UiAuth:
@@ -54,32 +57,47 @@ class UiAuth:
         digest = hashlib.sha256((self.token or "").encode()).hexdigest()[:12]
         return f"agent_rl_ui_{digest}"
 
-    def _matches(self, given: str | None) -> bool:
-        return self.token is not None and given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+    @property
+    def cookie_value(self) -> str:
+        """What the cookie holds: derived from the token, not the token (under ``agent-rl serve``
+        the token is also the receiver's bearer token, and cookies are not kept apart by port)."""
+        return hmac.new((self.token or "").encode(), COOKIE_PURPOSE, hashlib.sha256).hexdigest()
+
+    def _matches(self, given: str | None, expected: str | None) -> bool:
+        return expected is not None and given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
     def login_cookie(self, request: Request) -> str | None:
         """The ``Set-Cookie`` value when ``request`` carries the right ``?token=``, else ``None``."""
-        if not self._matches(request.query.get("token")):
+        if not self._matches(request.query.get("token"), self.token):
             return None
-        return f"{self.cookie_name}={self.token}; Path={self.prefix}; HttpOnly; SameSite=Strict"
+        return f"{self.cookie_name}={self.cookie_value}; Path={self.prefix}; HttpOnly; SameSite=Strict"
 
     def has_token_param(self, request: Request) -> bool:
         return "token" in request.query
+
+    def _cookie(self, header: str) -> str | None:
+        """This UI's cookie from a ``Cookie`` header, parsed by hand: other sites' cookies with
+        values the standard parser rejects (spaces, JSON) must not hide it."""
+        found = None
+        for part in header.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if sep and name.strip() == self.cookie_name:
+                found = value.strip().strip('"')
+        return found
 
     def authorized(self, request: Request) -> bool:
         """Whether ``request`` may read and write (see the module contract)."""
         if not self.token:
             return True
         scheme, _, value = (request.header("Authorization") or "").partition(" ")
-        if scheme.lower() == "bearer" and self._matches(value.strip()):
+        if scheme.lower() == "bearer" and self._matches(value.strip(), self.token):
             return True
-        cookie = SimpleCookie()
-        try:
-            cookie.load(request.header("Cookie") or "")
-        except CookieError:
+        # A cookie rides along with requests other pages make (an <img> of another port is
+        # "same-site"): honour it only for the page's own requests and for navigations.
+        fetch_site = (request.header("Sec-Fetch-Site") or "").strip().lower()
+        if fetch_site not in ("", "same-origin", "none"):
             return False
-        morsel = cookie.get(self.cookie_name)
-        return morsel is not None and self._matches(morsel.value)
+        return self._matches(self._cookie(request.header("Cookie") or ""), self.cookie_value)
 
     def write_refusal(self, request: Request) -> str | None:
         """Why a POST is refused as a possible cross-site forgery, or ``None``."""

@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import duckdb
@@ -38,7 +39,7 @@ import duckdb
 from agent_rl_plugin.rewards.labels import insert_label_rows
 from agent_rl_plugin.store.connection import connect_writer, open_reader
 from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments
-from agent_rl_plugin.store.user_sql import QueryResult, run_user_query
+from agent_rl_plugin.store.user_sql import QueryCancelled, QueryResult, QueryTimeout, run_user_query
 from agent_rl_plugin.ui.scoring import HumanLabelScorer
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Backend(Protocol):
 
     def reader(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]: ...
 
-    def user_query(self, sql: str, *, max_rows: int) -> QueryResult: ...
+    def user_query(self, sql: str, *, max_rows: int, timeout_s: float | None = None) -> QueryResult: ...
 
     def append_labels(self, rows: list[dict[str, Any]]) -> None: ...
 
@@ -103,9 +104,11 @@ class FileBackend:
             finally:
                 connection.close()
 
-    def user_query(self, sql: str, *, max_rows: int) -> QueryResult:
+    def user_query(self, sql: str, *, max_rows: int, timeout_s: float | None = None) -> QueryResult:
         with self._turn:
-            return run_user_query(self.db, sql, timeout_s=UI_QUERY_TIMEOUT_S, max_rows=max_rows, max_bytes=UI_MAX_BYTES)
+            return run_user_query(
+                self.db, sql, timeout_s=timeout_s or UI_QUERY_TIMEOUT_S, max_rows=max_rows, max_bytes=UI_MAX_BYTES
+            )
 
     def append_labels(self, rows: list[dict[str, Any]]) -> None:
         with self._turn:
@@ -144,8 +147,12 @@ class ReceiverBackend:
         finally:
             cursor.close()
 
-    def user_query(self, sql: str, *, max_rows: int) -> QueryResult:
-        result = self.receiver.query(sql)
+    def user_query(self, sql: str, *, max_rows: int, timeout_s: float | None = None) -> QueryResult:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            result = self.receiver.query(sql, cancel=None if deadline is None else lambda: time.monotonic() > deadline)
+        except QueryCancelled:  # our own deadline, shorter than the receiver's limit
+            raise QueryTimeout(f"the query ran longer than {timeout_s:g} s and was stopped") from None
         if result.table.num_rows > max_rows:
             result.table = result.table.slice(0, max_rows)
             result.truncated, result.reason = True, "rows"

@@ -11,12 +11,13 @@ the current label (:data:`~agent_rl_plugin.rewards.labels.CURRENT_LABEL_ROWS`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.labels import CURRENT_LABEL_ROWS
-from agent_rl_plugin.store.user_sql import check_condition
+from agent_rl_plugin.store.user_sql import SqlRefused, check_condition
 from agent_rl_plugin.ui.backend import Backend
 from agent_rl_plugin.ui.rows import fetch_dicts, preview
 
@@ -25,6 +26,10 @@ QUEUES = ("unlabelled", "disagreeing")
 MAX_LIMIT = 500
 #: Most rollout ids a ``where`` or ``run`` filter may select.
 MAX_SELECTED = 100_000
+#: Limits of user SQL in the UI (see :func:`check_sql_size`).
+MAX_SQL_CHARS = 1_000_000
+MAX_SET_OPERATIONS = 256
+_SET_OPERATION = re.compile(r"\b(?:union|intersect|except)\b", re.IGNORECASE)
 #: How far apart two labels, or a label and total_reward, must be to disagree.
 DISAGREEMENT = 0.5
 
@@ -128,10 +133,28 @@ class ListFilter:
         )
 
 
-def run_rollout_ids(backend: Backend, run_id: str) -> list[str]:
-    """The rollout ids a training run's recorded ``dataset_sql`` selects now (user-SQL path).
-    Raises :class:`BadParameter` for an unknown run, a run without a query, or a query that does
-    not select a ``rollout_id`` column."""
+def check_sql_size(sql: str) -> None:
+    """Refuse user SQL that DuckDB could spend minutes planning (its time limit interrupts
+    execution, not planning): more than :data:`MAX_SQL_CHARS` characters or more than
+    :data:`MAX_SET_OPERATIONS` UNION / INTERSECT / EXCEPT. Raises :class:`SqlRefused`."""
+    if len(sql) > MAX_SQL_CHARS:
+        raise SqlRefused(
+            f"the query is {len(sql):,} characters long; the UI runs at most {MAX_SQL_CHARS:,}",
+            "shorten it (select rollouts by a condition rather than by listing them), or use `agent-rl query`",
+        )
+    set_operations = len(_SET_OPERATION.findall(sql))
+    if set_operations > MAX_SET_OPERATIONS:
+        raise SqlRefused(
+            f"the query combines {set_operations} results with UNION/INTERSECT/EXCEPT; at most "
+            f"{MAX_SET_OPERATIONS} are allowed",
+            "combine fewer results, e.g. with IN (...) or a VALUES list",
+        )
+
+
+def run_rollout_ids(backend: Backend, run_id: str, *, timeout_s: float | None = None) -> list[str]:
+    """The rollout ids a training run's recorded ``dataset_sql`` selects now (user-SQL path,
+    within ``timeout_s``). Raises :class:`BadParameter` for an unknown run, a run without a
+    query, or :class:`~agent_rl_plugin.store.user_sql.UserSqlError` for a query that fails."""
     with backend.reader() as connection:
         found = connection.execute("SELECT dataset_sql FROM training_runs WHERE run_id = ?", [run_id]).fetchall()
     if not found:
@@ -139,12 +162,16 @@ def run_rollout_ids(backend: Backend, run_id: str) -> list[str]:
     sql = (found[0][0] or "").strip().rstrip(";")
     if not sql.lower().startswith(("select", "with", "from")):
         raise BadParameter(f"training run {run_id[:80]} has no recorded dataset query to select its rollouts")
-    result = backend.user_query(f"SELECT DISTINCT rollout_id FROM ({sql}) AS run_rows", max_rows=MAX_SELECTED)
+    check_sql_size(sql)
+    result = backend.user_query(
+        f"SELECT DISTINCT rollout_id FROM ({sql}) AS run_rows", max_rows=MAX_SELECTED, timeout_s=timeout_s
+    )
     return [str(row[0]) for row in result.rows if row[0] is not None]
 
 
 def where_rollout_ids(backend: Backend, where: str) -> list[str]:
     """The ids of the rollouts matching the user's ``where`` condition (user-SQL path)."""
+    check_sql_size(where)
     sql = check_condition(where, "SELECT rollout_id FROM rollouts WHERE ({where})")
     return [str(row[0]) for row in backend.user_query(sql, max_rows=MAX_SELECTED).rows]
 
@@ -174,6 +201,9 @@ def list_rollouts(backend: Backend, spec: ListFilter) -> dict[str, Any]:
             "(" + " OR ".join(f"lower(CAST(r.{c} AS VARCHAR)) LIKE ? ESCAPE '\\'" for c in _TEXT_COLUMNS) + ")"
         )
         params.extend([needle] * len(_TEXT_COLUMNS))
+    if spec.run:  # a run trained on rollouts recorded before it started
+        conditions.append("r.start_time <= (SELECT started_at FROM training_runs WHERE run_id = ?)")
+        params.append(spec.run)
     for ids in (
         run_rollout_ids(backend, spec.run) if spec.run else None,
         where_rollout_ids(backend, spec.where) if spec.where else None,

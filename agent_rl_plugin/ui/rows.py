@@ -69,12 +69,14 @@ def json_value(value: Any) -> Any:
 
 
 def parse_json(text: Any) -> Any:
-    """A JSON column's value parsed (text that is not JSON is returned as is)."""
+    """A JSON column's value parsed and made JSON-safe (``NaN``, ``Infinity`` and numbers too big
+    for a float become ``None``). Text that is not JSON, or nested too deeply to parse, is
+    returned as is."""
     if not isinstance(text, str):
         return json_value(text)
     try:
-        return json.loads(text)
-    except ValueError:
+        return json_value(json.loads(text))
+    except (ValueError, RecursionError):
         return text
 
 

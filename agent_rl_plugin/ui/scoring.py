@@ -4,7 +4,8 @@ Contract: :class:`HumanLabelScorer` takes the rollout ids of labels just written
 (:meth:`~HumanLabelScorer.submit`, which never blocks on scoring) and, on its own thread, runs
 the ``human_label`` reward for them when a reward of that name is registered
 (:func:`~agent_rl_plugin.rewards.runner.score`, so its rows are exactly the CLI's). Ids that
-arrive while a run is going wait for the next run. A failure is logged and counted
+arrive while a run is going wait for the next run; a run starts once no label came for
+:data:`QUIET_S` (a burst of keyboard labels is scored once, and its writes never wait for it). A failure is logged and counted
 (:attr:`~HumanLabelScorer.errors`), never raised into a request: the labels are stored either way.
 """
 
@@ -13,18 +14,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from agent_rl_plugin.rewards.labels import HUMAN_REWARD
 
 logger = logging.getLogger("agent_rl_plugin.ui")
 
+QUIET_S = 1.0
+
 
 class HumanLabelScorer:
     """See the module contract. ``turn``: held while scoring (the backend's file lock)."""
 
-    def __init__(self, db: str, turn: Callable[[], contextlib.AbstractContextManager[Any]]) -> None:
+    def __init__(
+        self, db: str, turn: Callable[[], contextlib.AbstractContextManager[Any]], quiet_s: float = QUIET_S
+    ) -> None:
         self.db = db
+        self.quiet_s = quiet_s
+        self._last_submit = 0.0
         self._turn = turn
         self._pending: set[str] = set()
         self._cond = threading.Condition()
@@ -37,6 +45,7 @@ class HumanLabelScorer:
     def submit(self, rollout_ids: list[str]) -> None:
         with self._cond:
             self._pending.update(rollout_ids)
+            self._last_submit = time.monotonic()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="agent-rl ui human_label", daemon=True)
                 self._thread.start()
@@ -51,8 +60,12 @@ class HumanLabelScorer:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._pending))
-                ids, self._pending = sorted(self._pending), set()
                 self._busy = True
+                # Let a burst of labels (u, u, d, ...) finish first: one run for all, and the
+                # label writes do not wait for scoring between keys.
+                while (quiet := self._last_submit + self.quiet_s - time.monotonic()) > 0:
+                    self._cond.wait(quiet)
+                ids, self._pending = sorted(self._pending), set()
             try:
                 self._score(ids)
             finally:
