@@ -6,7 +6,11 @@ Contract:
   and its rewards table (:data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`, optional) in **one
   transaction**: both land or neither does; the error propagates after a rollback. A span
   already stored (same trace and span id: a replay, a retried export) is kept once, and so is
-  a reward with a stored ``reward_id``; it returns how many spans it inserted.
+  a reward with a stored ``reward_id``; it returns how many spans it inserted. Both checks are
+  bounded by time so that they cost the same in a store of any size: a stored span is looked
+  for among spans that started within the batch's time range, a stored reward among rewards
+  created within it (a copy has its original's time; a batch holding a reward without a time
+  looks at every stored reward): :func:`new_spans_sql`, :func:`new_rewards_sql`.
 * Nanosecond timestamps become ``TIMESTAMP`` columns in SQL (vectorised), ``duration_ms`` is
   computed from them, the denormalised columns are read from the attributes JSON, and
   ``ingested_at`` is one value per batch.
@@ -24,7 +28,6 @@ from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.store import arrow_columns
@@ -119,15 +122,36 @@ def rewards_select_sql(source: str, default_created_at: str = "?::TIMESTAMP") ->
     )
 
 
-def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") -> str:
-    """``INSERT INTO rewards`` of :func:`rewards_select_sql` over the rows of ``source`` whose
+def new_rewards_sql(source: str) -> str:
+    """The rows of ``source`` (columns of :data:`~agent_rl_plugin.store.rows.REWARD_SCHEMA`) whose
     ``reward_id`` is not stored yet, each once (an emitted reward's id is derived from its span
-    and event, so a replayed span does not add its reward again)."""
-    new = (
-        f"(SELECT * FROM {source} AS r WHERE NOT EXISTS (SELECT 1 FROM rewards AS x WHERE x.reward_id = r.reward_id) "
-        "QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1)"
+    and event, so a replayed span does not add its reward again).
+
+    A stored copy of an emitted reward has the ``created_at`` its event time gives
+    (``created_unix_nano``), so when every row of ``source`` has a time the lookup is bounded to
+    stored rewards created within the batch's own time range, which DuckDB prunes with its zone
+    maps: the cost stays flat as the store grows (as :func:`new_spans_sql` bounds spans by start
+    time). A batch holding a row without a time (stored with its insert time instead) looks at
+    every stored reward, as a plain ``NOT EXISTS`` on ``reward_id`` would."""
+    return f"""(WITH r AS (SELECT * FROM {source}),
+    bounds AS (SELECT bool_or(created_unix_nano IS NULL) AS untimed,
+        CASE WHEN untimed THEN '-infinity'::TIMESTAMP ELSE make_timestamp(min(created_unix_nano) // 1000) END AS lo,
+        CASE WHEN untimed THEN 'infinity'::TIMESTAMP ELSE make_timestamp(max(created_unix_nano) // 1000) END AS hi
+        FROM r)
+SELECT * FROM r WHERE NOT EXISTS (
+    SELECT 1 FROM rewards AS x
+    WHERE x.created_at BETWEEN (SELECT lo FROM bounds) AND (SELECT hi FROM bounds)
+      AND x.reward_id = r.reward_id)
+QUALIFY row_number() OVER (PARTITION BY r.reward_id) = 1)"""
+
+
+def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") -> str:
+    """``INSERT INTO rewards`` of :func:`rewards_select_sql` over the new rows of ``source``
+    (:func:`new_rewards_sql`)."""
+    return (
+        f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) "
+        f"{rewards_select_sql(new_rewards_sql(source), default_created_at)}"
     )
-    return f"INSERT INTO rewards ({', '.join(REWARD_COLUMNS)}) {rewards_select_sql(new, default_created_at)}"
 
 
 INSERT_SPANS_SQL = insert_spans_sql(SPANS_VIEW)
@@ -211,6 +235,8 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
 def _rewards_of(rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:
     if rewards is None or not rewards.num_rows:
         return None
+    import pyarrow.compute as pc  # here: a recording process writing spool segments never needs it (~9 MB)
+
     mask = pc.and_(
         pc.is_in(rewards["span_id"], value_set=spans["span_id"].combine_chunks()),
         pc.is_in(rewards["trace_id"], value_set=spans["trace_id"].combine_chunks()),
