@@ -71,3 +71,10 @@ def test_recording_does_not_import_pandas(agent_run):
     # (agent_rl_plugin.store.arrow_columns).
     _, modules = agent_run
     assert "pandas" not in modules
+
+
+def test_recording_does_not_import_pyarrow_compute(agent_run):
+    # The spool writer only builds tables and writes Parquet; pyarrow.compute (~9 MB of peak RSS
+    # in the startup row) is imported where rewards are filtered into a held database.
+    _, modules = agent_run
+    assert "pyarrow.compute" not in modules

@@ -308,3 +308,16 @@ def test_where_options_of_every_command_refuse_the_attacks(where):
         check_where(where)
     with pytest.raises(ParquetExportError):
         select_sql(where)
+
+
+def test_sql_too_big_to_plan_quickly_is_refused_before_it_runs(tmp_path):
+    """DuckDB's time limit interrupts execution, not planning: 30,000 UNION ALLs planned for
+    minutes. Such SQL is refused up front, on every user-SQL surface (they share the check)."""
+    from agent_rl_plugin.store.sql_errors import MAX_SET_OPERATIONS, SqlRefused
+    from agent_rl_plugin.store.user_sql import check_user_sql
+
+    check_user_sql("select 1 " + "union all select 1 " * MAX_SET_OPERATIONS)  # at the limit: fine
+    with pytest.raises(SqlRefused, match="UNION"):
+        check_user_sql("select 1 " + "union all select 1 " * (MAX_SET_OPERATIONS + 1))
+    with pytest.raises(SqlRefused, match="characters long"):
+        check_user_sql("select 1 as x where 1 in (" + "1, " * 400_000 + "1)")

@@ -54,7 +54,8 @@ def run_query_result(
     Raises :class:`UserError` for a refused statement or an SQL error, with the fix.
     """
     from agent_rl_plugin.store.errors import StoreLockedError
-    from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query
+    from agent_rl_plugin.store.sql_errors import SqlTooBig
+    from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query_rows
 
     if not sql.strip():
         raise UserError("the query is empty", 'pass a SELECT, e.g. agent-rl query "select * from rollouts"')
@@ -62,7 +63,9 @@ def run_query_result(
     if remote is not None:
         return remote
     try:
-        result = run_user_query(path, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes)
+        result = run_user_query_rows(path, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes)
+    except SqlTooBig as exc:
+        raise UserError(str(exc), exc.hint) from None
     except SqlRefused as exc:
         raise UserError(f"agent-rl query only reads the database: {exc}", WRITE_HINT) from None
     except QueryTimeout as exc:

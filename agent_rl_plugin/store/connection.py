@@ -38,7 +38,8 @@ import logging
 import os
 import re
 import threading
-from typing import Protocol
+from contextlib import contextmanager
+from typing import Iterator, Protocol
 
 import duckdb
 
@@ -288,6 +289,21 @@ _SQL_TOKENS = re.compile(
 )
 _parser_lock = threading.Lock()
 _parser: duckdb.DuckDBPyConnection | None = None
+_parser_here = threading.local()  # .connection: parse_on()'s connection for this thread
+
+
+@contextmanager
+def parse_on(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Within the block, :func:`extract_statements` and :func:`parse_tree` in this thread parse on
+    ``connection`` (a cursor of a locked, read-only user-SQL connection: nothing is executed but
+    DuckDB's parser and ``json_serialize_sql``) instead of the private in-memory instance, which
+    a command that opens such a connection anyway then does not start (start-up time)."""
+    previous = getattr(_parser_here, "connection", None)
+    _parser_here.connection = connection
+    try:
+        yield
+    finally:
+        _parser_here.connection = previous
 
 
 def _parsing_connection() -> duckdb.DuckDBPyConnection:
@@ -311,6 +327,9 @@ def extract_statements(sql: str) -> list[duckdb.Statement]:
     :func:`parse_tree`: the module-level function would also start DuckDB's default
     connection, a second database instance for nothing (start-up time of ``agent-rl query``).
     Raises ``duckdb.ParserException`` for SQL that does not parse."""
+    here = getattr(_parser_here, "connection", None)
+    if here is not None:
+        return list(here.extract_statements(sql))
     with _parser_lock:
         return list(_parsing_connection().extract_statements(sql))
 
@@ -320,11 +339,15 @@ def parse_tree(sql: str) -> dict | None:
     ``None`` when DuckDB cannot serialize it (not a SELECT, or a form such as PIVOT it does not
     serialize). Runs on a private in-memory connection with external access disabled; nothing
     is executed."""
-    with _parser_lock:
-        try:
-            row = _parsing_connection().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-        except duckdb.Error:
-            return None
+    here = getattr(_parser_here, "connection", None)
+    try:
+        if here is not None:
+            row = here.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0]  # read to its end
+        else:
+            with _parser_lock:
+                row = _parsing_connection().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    except duckdb.Error:
+        return None
     assert row is not None  # a SELECT without FROM returns one row
     try:
         tree = json.loads(row[0])

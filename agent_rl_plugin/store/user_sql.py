@@ -20,42 +20,61 @@ Contract:
   true, e.g. when an HTTP client went away) and caps on rows and Arrow bytes: a result over a
   cap is cut and flagged ``truncated`` (never an error). A timeout raises :class:`QueryTimeout`,
   a cancel :class:`QueryCancelled`, an SQL error :class:`UserSqlError`.
+* :func:`run_locked_rows` does the same and returns Python rows (:class:`QueryRows`) without
+  importing pyarrow when the column types allow it (start-up of ``agent-rl query``): the
+  columns, rows and caps are always those of :func:`run_locked`
+  (:func:`~agent_rl_plugin.store.result_fetch.fetch_rows`).
 * :func:`run_user_query` does both on a database path, after bringing the store up to date as
   any reader does (:func:`~agent_rl_plugin.store.connection.open_reader`, opened and closed).
+  The SQL is checked before anything is brought up to date or run; when there is nothing to
+  bring up to date and the file opens at once, it is checked on the query's own locked
+  connection (parsed there, never run) rather than on a second DuckDB instance.
   When this process already holds the file with another configuration (an in-process receiver,
   an open reader), the query runs on a private copy (mode 0600, in a 0700 temp folder, removed
   afterwards). When another process holds it,
   :class:`~agent_rl_plugin.store.errors.StoreLockedError` is raised (``agent-rl query`` asks
-  the ``agent-rl serve`` holding it instead).
+  the ``agent-rl serve`` holding it instead). :func:`run_user_query_rows` is the same with
+  :func:`run_locked_rows`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import duckdb
-import pyarrow as pa
 
-from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.store.connection import (
     extract_statements,
     is_read_only_sql,
     live_writer,
     open_reader,
+    parse_on,
     parse_tree,
     sql_words,
 )
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
 from agent_rl_plugin.store.lease import READ_WAIT_S, try_merge, with_wait
-from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
+from agent_rl_plugin.store.migrations import MIGRATIONS, applied_migrations
 from agent_rl_plugin.store.reading import overlay_unmerged
+from agent_rl_plugin.store.result_fetch import fetch_arrow, fetch_rows, table_rows
 from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, spool_dir
+from agent_rl_plugin.store.sql_errors import (
+    QueryCancelled,
+    QueryTimeout,
+    SqlRefused,
+    UserSqlError,
+    check_sql_size,
+)
+
+if TYPE_CHECKING:  # pyarrow is imported where a result is fetched as Arrow, not by agent-rl query
+    import pyarrow as pa
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_ROWS = 100_000
@@ -126,22 +145,6 @@ _FILE_WORDS = frozenset(
 SQL_HINT = "tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events (see docs/schema.md)"
 
 
-class UserSqlError(AgentRLError, ValueError):
-    """User SQL refused or failed; ``str(error)`` says why, ``hint`` the fix."""
-
-
-class SqlRefused(UserSqlError):
-    """The SQL would write, or read files, URLs or SQL strings: refused before it ran."""
-
-
-class QueryTimeout(UserSqlError):
-    """The query ran past its time limit and was interrupted."""
-
-
-class QueryCancelled(UserSqlError):
-    """The query was interrupted because ``cancel()`` said so (the client went away)."""
-
-
 @dataclass
 class QueryResult:
     """A user query's result: ``table`` (Arrow), ``truncated`` when a cap cut it (``reason``:
@@ -160,9 +163,20 @@ class QueryResult:
     @property
     def rows(self) -> list[tuple]:
         """The rows as tuples of Python values (the types a DuckDB cursor gives)."""
-        if not self.table.num_columns:
-            return []
-        return list(zip(*(column.to_pylist() for column in self.table.columns)))
+        return table_rows(self.table)
+
+
+@dataclass
+class QueryRows:
+    """A user query's result as Python rows (:func:`run_locked_rows`): the ``columns`` and
+    ``rows`` :class:`QueryResult` gives for the same query, ``truncated``/``reason`` likewise."""
+
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool = False
+    reason: str | None = None
+    elapsed_s: float = 0.0
+    limits: dict[str, Any] = field(default_factory=dict)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -204,9 +218,11 @@ def _statement_refusals(text: str) -> list[str]:
 
 def check_user_sql(sql: str) -> None:
     """Refuse ``sql`` unless every statement only reads and touches nothing but the database
-    (see the module contract). Raises :class:`UserSqlError`."""
+    (see the module contract) and it is small enough to plan quickly (:func:`check_sql_size`).
+    Raises :class:`UserSqlError`."""
     if not sql or not sql.strip():
         raise UserSqlError("the query is empty", "pass a SELECT, e.g. select * from rollouts")
+    check_sql_size(sql)
     try:
         statements = extract_statements(sql)
         read_only = is_read_only_sql(sql)
@@ -284,6 +300,9 @@ def open_locked(
     return connection
 
 
+R = TypeVar("R")
+
+
 def run_locked(
     connection: duckdb.DuckDBPyConnection,
     sql: str,
@@ -294,6 +313,36 @@ def run_locked(
     cancel: Callable[[], bool] | None = None,
 ) -> QueryResult:
     """Run ``sql`` (already checked) on ``connection`` with the limits of the module contract."""
+    limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_bytes": max_bytes}
+    started = time.monotonic()
+    table, reason = _guarded(connection, lambda: fetch_arrow(connection, sql, max_rows, max_bytes), timeout_s, cancel)
+    return QueryResult(table, reason is not None, reason, time.monotonic() - started, limits)
+
+
+def run_locked_rows(
+    connection: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    cancel: Callable[[], bool] | None = None,
+) -> QueryRows:
+    """:func:`run_locked` with the result as Python rows, fetched without pyarrow when the
+    column types allow it (see the module contract): the same columns, rows and caps."""
+    limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_bytes": max_bytes}
+    started = time.monotonic()
+    columns, rows, reason = _guarded(
+        connection, lambda: fetch_rows(connection, sql, max_rows, max_bytes), timeout_s, cancel
+    )
+    return QueryRows(columns, rows, reason is not None, reason, time.monotonic() - started, limits)
+
+
+def _guarded(
+    connection: duckdb.DuckDBPyConnection, fetch: Callable[[], R], timeout_s: float, cancel: Callable[[], bool] | None
+) -> R:
+    """``fetch()`` under a watchdog that interrupts ``connection`` at ``timeout_s`` or when
+    ``cancel()`` says so; its errors as :class:`UserSqlError` (see the module contract)."""
     started = time.monotonic()
     done = threading.Event()
     why: list[str] = []
@@ -312,9 +361,8 @@ def run_locked(
 
     watchdog = threading.Thread(target=watch, name="agent-rl user sql watchdog", daemon=True)
     watchdog.start()
-    limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_bytes": max_bytes}
     try:
-        table, reason = _fetch(connection, sql, max_rows, max_bytes)
+        return fetch()
     except Exception as exc:
         if why and why[0] == "timeout":
             raise QueryTimeout(
@@ -323,7 +371,7 @@ def run_locked(
             ) from None
         if why:
             raise QueryCancelled("the query was cancelled (the client went away)") from None
-        if isinstance(exc, (duckdb.Error, pa.ArrowException)):
+        if isinstance(exc, duckdb.Error) or _arrow_error(exc):
             hint = (
                 "the query needs more memory than user SQL may use: aggregate or narrow it"
                 if isinstance(exc, duckdb.OutOfMemoryException)
@@ -334,34 +382,12 @@ def run_locked(
     finally:
         done.set()
         watchdog.join()
-    return QueryResult(table, reason is not None, reason, time.monotonic() - started, limits)
 
 
-def _fetch(
-    connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int
-) -> tuple[pa.Table, str | None]:
-    relation = connection.sql(sql)
-    if relation is None:  # a statement without a result
-        return pa.table({}), None
-    reader = relation.to_arrow_reader(min(max(max_rows, 1), 10_000))
-    batches: list[pa.RecordBatch] = []
-    rows = size = 0
-    reason: str | None = None
-    for batch in reader:
-        if rows + batch.num_rows > max_rows:
-            batch, reason = batch.slice(0, max_rows - rows), "rows"
-        if size + batch.nbytes > max_bytes:
-            keep = batch.num_rows
-            while keep and size + batch.slice(0, keep).nbytes > max_bytes:
-                keep //= 2
-            batch, reason = batch.slice(0, keep), "bytes"
-        batches.append(batch)
-        rows += batch.num_rows
-        size += batch.nbytes
-        if reason is not None:
-            break
-    table = pa.Table.from_batches(batches, schema=reader.schema)
-    return table, reason
+def _arrow_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is pyarrow's (only possible once pyarrow is imported)."""
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(exc, pa.ArrowException)
 
 
 def run_user_query(
@@ -375,6 +401,44 @@ def run_user_query(
     cancel: Callable[[], bool] | None = None,
     wait_s: float = READ_WAIT_S,
 ) -> QueryResult:
+    """:func:`_run_user_query` with :func:`run_locked`: the result as an Arrow table."""
+
+    def run(connection: duckdb.DuckDBPyConnection) -> QueryResult:
+        return run_locked(connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes, cancel=cancel)
+
+    return _run_user_query(db_path, sql, run, memory_limit=memory_limit, wait_s=wait_s)
+
+
+def run_user_query_rows(
+    db_path: str | os.PathLike[str],
+    sql: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    cancel: Callable[[], bool] | None = None,
+    wait_s: float = READ_WAIT_S,
+) -> QueryRows:
+    """:func:`_run_user_query` with :func:`run_locked_rows`: the result as Python rows (what
+    ``agent-rl query`` prints), the same as :func:`run_user_query`'s ``columns`` and ``rows``."""
+
+    def run(connection: duckdb.DuckDBPyConnection) -> QueryRows:
+        return run_locked_rows(
+            connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes, cancel=cancel
+        )
+
+    return _run_user_query(db_path, sql, run, memory_limit=memory_limit, wait_s=wait_s)
+
+
+def _run_user_query(
+    db_path: str | os.PathLike[str],
+    sql: str,
+    run: Callable[[duckdb.DuckDBPyConnection], R],
+    *,
+    memory_limit: str,
+    wait_s: float,
+) -> R:
     """Check ``sql`` and run it on a locked read-only connection to ``db_path`` (see the module
     contract). The store is first brought up to date as for any reader (this process's recorder
     flushed, spool segments merged when possible, an old schema upgraded) by opening and closing
@@ -383,11 +447,15 @@ def run_user_query(
     still goes through open_reader). Raises :class:`UserSqlError`
     (refused, failed, timed out) or :class:`~agent_rl_plugin.store.errors.StoreError` (no
     database, locked by another process for ``wait_s``)."""
-    check_user_sql(sql)
     path = os.fspath(db_path)
-    ready = _ready_without_reader(path)
-    if not ready:
-        open_reader(path, snapshot=False, wait_s=wait_s).close()
+    checked = _open_checked(path, sql, memory_limit)
+    if checked is None:
+        check_user_sql(sql)
+        ready = _ready_without_reader(path)
+        if not ready:
+            open_reader(path, snapshot=False, wait_s=wait_s).close()
+    else:
+        ready = True
     copy_dir: str | None = None
 
     def open_once() -> duckdb.DuckDBPyConnection:
@@ -400,7 +468,7 @@ def run_user_query(
 
     try:
         try:
-            connection = with_wait(path, open_once, wait_s)
+            connection = checked if checked is not None else with_wait(path, open_once, wait_s)
             if ready and _needs_upgrade(connection):  # an old schema: upgrade it as open_reader does
                 connection.close()
                 open_reader(path, snapshot=False, wait_s=wait_s).close()
@@ -417,14 +485,47 @@ def run_user_query(
             )
             connection = open_locked(copy, memory_limit=memory_limit, spool_of=path)
         try:
-            return run_locked(
-                connection, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes, cancel=cancel
-            )
+            return run(connection)
         finally:
             connection.close()
     finally:
         if copy_dir is not None:
             shutil.rmtree(copy_dir, ignore_errors=True)
+
+
+def _open_checked(path: str, sql: str, memory_limit: str) -> duckdb.DuckDBPyConnection | None:
+    """The query's locked connection to ``path`` with ``sql`` checked on that connection's own
+    parser (:func:`~agent_rl_plugin.store.connection.parse_on`), when the store needs nothing
+    brought up to date (:func:`_nothing_to_bring_up`; its housekeeping follows the check) and
+    the file opens at once: one DuckDB instance where checking on the private parser first and
+    then opening starts two (start-up time of ``agent-rl query``). ``None`` when not, or when
+    opening fails in any way: the caller then checks first and opens as before, so its errors,
+    waits and their order are unchanged. Raises what :func:`check_user_sql` raises (after
+    closing the connection): refused SQL is parsed, never run, and brings nothing up to date."""
+    if not _nothing_to_bring_up(path):
+        return None
+    try:
+        connection = open_locked(path, memory_limit=memory_limit, spool_of=path)
+    except Exception:  # noqa: BLE001 - locked, held by this process, unreadable: the usual way says so
+        return None
+    try:
+        with connection.cursor() as cursor, parse_on(cursor):
+            check_user_sql(sql)
+    except BaseException:
+        connection.close()
+        raise
+    try_merge(path, wait_s=0.0)  # the housekeeping of _ready_without_reader (nothing to merge)
+    return connection
+
+
+def _nothing_to_bring_up(path: str) -> bool:
+    """This process records nothing into ``path``, the file exists and its spool holds no segment."""
+    if live_writer(path) is not None or not os.path.exists(path):
+        return False
+    try:
+        return not list_segments(path)
+    except SpoolNotPrivate:
+        return False
 
 
 def _ready_without_reader(path: str) -> bool:
@@ -434,12 +535,7 @@ def _ready_without_reader(path: str) -> bool:
     file exists and its spool holds no segment. Then what open_reader would do here is done:
     leftovers of dead writers and stale holder notes are removed (``try_merge`` with nothing to
     merge); the schema is checked on the query's own connection (:func:`_needs_upgrade`)."""
-    if live_writer(path) is not None or not os.path.exists(path):
-        return False
-    try:
-        if list_segments(path):
-            return False
-    except SpoolNotPrivate:
+    if not _nothing_to_bring_up(path):
         return False
     try_merge(path, wait_s=0.0)
     return True
@@ -450,7 +546,8 @@ def _needs_upgrade(connection: duckdb.DuckDBPyConnection) -> bool:
     :func:`~agent_rl_plugin.store.connection.open_reader` upgrades before reading)."""
     try:
         with connection.cursor() as cursor:  # its own results: none left unfinished on ``connection``
-            return bool(applied_migrations(cursor)) and bool(pending_migrations(cursor))
+            done = set(applied_migrations(cursor))  # read once (pending_migrations would read it again)
+        return bool(done) and any(migration.name not in done for migration in MIGRATIONS)
     except duckdb.Error:
         return False
 

@@ -35,7 +35,7 @@ from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError
 from agent_rl_plugin.ui.auth import SECURITY_HEADERS, UiAuth
 from agent_rl_plugin.ui.backend import Backend
 from agent_rl_plugin.ui.detail import RunMembership, group_detail, rollout_detail
-from agent_rl_plugin.ui.listing import BadParameter, ListFilter, check_sql_size, facets, list_rollouts
+from agent_rl_plugin.ui.listing import BadParameter, ListFilter, facets, list_rollouts
 from agent_rl_plugin.ui.rows import json_value
 from agent_rl_plugin.ui.training import training_overview, training_run
 
@@ -286,7 +286,6 @@ class UiApp:
         max_rows = data.get("max_rows", 1000)
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or not 1 <= max_rows <= MAX_CONSOLE_ROWS:
             raise HttpError(400, f"max_rows must be a whole number from 1 to {MAX_CONSOLE_ROWS}")
-        check_sql_size(sql)
         result = self.backend.user_query(sql, max_rows=max_rows)
         return {
             "columns": result.columns,

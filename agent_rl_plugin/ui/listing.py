@@ -11,13 +11,13 @@ the current label (:data:`~agent_rl_plugin.rewards.labels.CURRENT_LABEL_ROWS`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.rewards.labels import CURRENT_LABEL_ROWS
-from agent_rl_plugin.store.user_sql import SqlRefused, check_condition
+from agent_rl_plugin.store.sql_errors import check_sql_size
+from agent_rl_plugin.store.user_sql import check_condition
 from agent_rl_plugin.ui.backend import Backend
 from agent_rl_plugin.ui.rows import fetch_dicts, preview
 
@@ -26,10 +26,6 @@ QUEUES = ("unlabelled", "disagreeing")
 MAX_LIMIT = 500
 #: Most rollout ids a ``where`` or ``run`` filter may select.
 MAX_SELECTED = 100_000
-#: Limits of user SQL in the UI (see :func:`check_sql_size`).
-MAX_SQL_CHARS = 1_000_000
-MAX_SET_OPERATIONS = 256
-_SET_OPERATION = re.compile(r"\b(?:union|intersect|except)\b", re.IGNORECASE)
 #: How far apart two labels, or a label and total_reward, must be to disagree.
 DISAGREEMENT = 0.5
 
@@ -130,24 +126,6 @@ class ListFilter:
             order=order,
             limit=_integer(params, "limit", 100, 1, MAX_LIMIT),
             offset=_integer(params, "offset", 0, 0, 1 << 40),
-        )
-
-
-def check_sql_size(sql: str) -> None:
-    """Refuse user SQL that DuckDB could spend minutes planning (its time limit interrupts
-    execution, not planning): more than :data:`MAX_SQL_CHARS` characters or more than
-    :data:`MAX_SET_OPERATIONS` UNION / INTERSECT / EXCEPT. Raises :class:`SqlRefused`."""
-    if len(sql) > MAX_SQL_CHARS:
-        raise SqlRefused(
-            f"the query is {len(sql):,} characters long; the UI runs at most {MAX_SQL_CHARS:,}",
-            "shorten it (select rollouts by a condition rather than by listing them), or use `agent-rl query`",
-        )
-    set_operations = len(_SET_OPERATION.findall(sql))
-    if set_operations > MAX_SET_OPERATIONS:
-        raise SqlRefused(
-            f"the query combines {set_operations} results with UNION/INTERSECT/EXCEPT; at most "
-            f"{MAX_SET_OPERATIONS} are allowed",
-            "combine fewer results, e.g. with IN (...) or a VALUES list",
         )
 
 
