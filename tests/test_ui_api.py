@@ -249,6 +249,9 @@ def test_training_runs_and_their_metric_series(ui):
     )
     assert [tuple(p) for p in run["series"]["loss"]] == [(s, pytest.approx(v)) for s, v in stored]
     assert client.json("/ui/api/training/nope", expect=404)["error"]
+    rounds = [(r["loop_id"], r["round"], r["heldout_success"], r["training_run_id"]) for r in overview["loop_rounds"]]
+    assert rounds == [("loop-ui", 0, 0.2, None), ("loop-ui", 1, 0.7, store["training_run_ids"][1])]
+    assert overview["loop_rounds"][1]["seconds"] == {"rollouts": 1.5, "train": 2.5}
 
 
 def test_console_runs_read_only_sql_with_a_row_cap(ui):

@@ -457,6 +457,13 @@ def test_hostile_rollout_runs_nothing(clean, store):
 def test_training_run_charts(clean):
     page = clean
     page.go("#/training", "training")
+    page.wait("document.querySelector('figure.loop-chart svg path.line')")
+    loop = page.js(
+        "(() => { const f = document.querySelector('figure.loop-chart'); return {loop: f.dataset.loop,"
+        " lines: f.querySelectorAll('svg path.line').length, points: Number(f.querySelector('svg').dataset.points)}; })()"
+    )
+    assert loop == {"loop": "loop-ui", "lines": 2, "points": 4}, loop  # train and held-out, 2 rounds each
+    page.screenshot("training-loops", height=900)
     runs = page.js("[...document.querySelectorAll('table.runs tbody tr a')].map(a => a.getAttribute('href'))")
     assert runs, page.text()
     page.go(runs[0], "training")

@@ -2,7 +2,8 @@
 the public API only: the demo agent in GRPO groups (3 tasks x 3 rollouts, tool calls, some
 failing), a hostile rollout whose every piece of content is HTML that runs script if a page
 ever inserts it as markup, the built-in rewards, GRPO and GiGPO advantages, and two recorded
-training runs with per-step metrics (one selecting its rollouts by a query). About 10 s.
+training runs with per-step metrics (one selecting its rollouts by a query), and two rounds of a
+closed training loop. About 3 s.
 
 :func:`record_one` records one more rollout into a store from the calling process (what an
 agent running beside the UI does).
@@ -61,6 +62,29 @@ def _training_runs(path: str) -> list[str]:
     return ids
 
 
+def _loop_rounds(path: str, training_run_id: str) -> None:
+    """Two rounds of a closed training loop (the second trained by ``training_run_id``)."""
+    from agent_rl_plugin.loop.records import LoopRound, write_round
+
+    for number, (train, heldout) in enumerate(((0.25, 0.2), (0.75, 0.7))):
+        write_round(
+            path,
+            LoopRound(
+                loop_id="loop-ui",
+                round=number,
+                status="ok",
+                env="grid",
+                method="grpo",
+                seed=7,
+                policy_version=f"v{number}",
+                training_run_id=training_run_id if number else None,
+                train_success=train,
+                heldout_success=heldout,
+                seconds={"rollouts": 1.5, "train": 2.5},
+            ),
+        )
+
+
 def build_ui_store(path: str | Path) -> dict[str, Any]:
     """Build the store at ``path`` (see the module docstring). Returns ``{"db", "rollout_ids",
     "group_id" (a group of 3), "hostile_rollout_id", "training_run_ids", "record_one"}``."""
@@ -83,6 +107,7 @@ def build_ui_store(path: str | Path) -> dict[str, Any]:
         compute_advantages(db, "grpo")
         compute_advantages(db, "gigpo")
         runs = _training_runs(db)
+        _loop_rounds(db, runs[1])
     finally:
         tracing.shutdown()
         plugins.set_plugin_manager(previous)

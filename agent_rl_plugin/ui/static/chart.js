@@ -75,9 +75,10 @@ function timeText(ms, spanMs) {
 }
 
 /**
- * A line chart. series: [{name, points: [[x, y], ...]}] (x numbers; with time = true, epoch ms).
+ * A line chart. series: [{name, points: [[x, y], ...]}] (x numbers; with time = true, epoch ms;
+ * with integerX = true, x ticks on whole numbers only).
  */
-export function lineChart(series, { xLabel = "", yLabel = "", time = false, title = "chart" } = {}) {
+export function lineChart(series, { xLabel = "", yLabel = "", time = false, title = "chart", integerX = false } = {}) {
   const root = frame(title);
   const all = series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
   if (!all.length) {
@@ -93,7 +94,11 @@ export function lineChart(series, { xLabel = "", yLabel = "", time = false, titl
   const x = scale(xLo === xHi ? [xLo - 1, xHi + 1] : [xLo, xHi], [PAD.left + 4, WIDTH - PAD.right]);
   yAxis(root, yTicks, y, yLabel);
   root.append(svg("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: HEIGHT - PAD.bottom, y2: HEIGHT - PAD.bottom, class: "axis" }));
-  const xTicks = time ? timeTicks(xLo, xHi) : niceTicks(xLo, xHi, 6).filter((t) => t >= xLo && t <= xHi);
+  let xTicks = time ? timeTicks(xLo, xHi) : niceTicks(xLo, xHi, 6).filter((t) => t >= xLo && t <= xHi);
+  if (integerX) {
+    // Whole x values only (rounds, steps): every integer when there are few, else the whole nice ticks.
+    xTicks = xHi - xLo <= 12 ? Array.from({ length: Math.floor(xHi) - Math.ceil(xLo) + 1 }, (_, i) => Math.ceil(xLo) + i) : xTicks.filter((t) => Number.isInteger(t));
+  }
   for (const t of xTicks) {
     const px = x(t);
     root.append(svg("line", { x1: px, x2: px, y1: HEIGHT - PAD.bottom, y2: HEIGHT - PAD.bottom + 5, class: "axis" }));

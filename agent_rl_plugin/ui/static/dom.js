@@ -171,12 +171,15 @@ export function emptyNotice(text) {
   return h("p", { class: "notice empty" }, text);
 }
 
-/** `fn` that never runs twice at once: a call while it runs makes it run once more afterwards
- * (live refreshes and label writes both ask for fresh data; one request at a time is enough). */
+/** `fn` that never runs twice at once: a call while it runs makes it run once more afterwards,
+ * with the arguments of the latest call (live refreshes and label writes both ask for fresh
+ * data; one request at a time is enough). */
 export function coalesce(fn) {
   let running = null;
   let again = false;
-  const run = async () => {
+  let args = [];
+  const run = async (...latest) => {
+    args = latest;
     if (running) {
       again = true;
       return running;
@@ -185,7 +188,7 @@ export function coalesce(fn) {
       try {
         do {
           again = false;
-          await fn();
+          await fn(...args);
         } while (again);
       } finally {
         running = null;

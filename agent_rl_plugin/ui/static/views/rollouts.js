@@ -321,16 +321,24 @@ export function rolloutsView(route) {
     }
   }
 
-  const loadRows = coalesce(async () => {
+  // Parameters the server refused (400/403: a bad where, an unknown run): a live refresh does
+  // not send them again (the answer would not change); editing the filters does.
+  let refused = null;
+
+  const loadRows = coalesce(async (live = false) => {
+    const key = JSON.stringify(params);
+    if (live && refused === key) return;
     try {
       const answer = await api.rollouts(params);
       rows = answer.rows || [];
       total = answer.total ?? rows.length;
+      refused = null;
       replace(whereError);
       controls.where.removeAttribute("aria-invalid");
     } catch (error) {
       rows = [];
       total = 0;
+      refused = error.status === 400 || error.status === 403 ? key : null;
       replace(whereError, errorBox(error));
       if (params.where) controls.where.setAttribute("aria-invalid", "true");
     }
@@ -356,7 +364,7 @@ export function rolloutsView(route) {
       await Promise.all([loadFacets(), loadRows()]);
       setControls();
     },
-    refresh: () => Promise.all([loadFacets(), loadRows()]),
+    refresh: () => Promise.all([loadFacets(), loadRows(true)]),
     async update(next) {
       params = pick(next.params);
       selectedId = null; // new filters, order or page: start at the first row

@@ -60,6 +60,7 @@ export function trainingView(route) {
       rounds.length
         ? section(
             "Learning-loop rounds",
+            h("div", { class: "charts" }, loopCharts(rounds)),
             tableWrap(
               dataTable(
                 [
@@ -80,6 +81,37 @@ export function trainingView(route) {
             ),
           )
         : null,
+    );
+  }
+
+  // One chart per loop: train and held-out success by round (is the agent getting better?).
+  function loopCharts(rounds) {
+    const loops = new Map();
+    for (const r of rounds) {
+      if (!loops.has(r.loop_id)) loops.set(r.loop_id, []);
+      loops.get(r.loop_id).push(r);
+    }
+    return [...loops.entries()].map(([loopId, rows]) =>
+      h(
+        "figure",
+        { class: "metric-chart loop-chart", dataset: { loop: String(loopId ?? "") } },
+        lineChart(
+          [
+            { name: "train success", points: rows.map((r) => [r.round, r.train_success]) },
+            { name: "held-out success", points: rows.map((r) => [r.round, r.heldout_success]) },
+          ],
+          { xLabel: "round", yLabel: "success", title: `success by round, loop ${loopId}`, integerX: true },
+        ),
+        h(
+          "figcaption",
+          {},
+          h("code", {}, String(loopId ?? "")),
+          h("span", { class: "muted" }, ` · ${rows.length} rounds · `),
+          h("span", { class: "legend c0" }, "train"),
+          " ",
+          h("span", { class: "legend c1" }, "held-out"),
+        ),
+      ),
     );
   }
 
@@ -118,7 +150,7 @@ export function trainingView(route) {
                 h(
                   "figure",
                   { class: "metric-chart", dataset: { metric: name } },
-                  lineChart([{ name, points: data.series[name] || [] }], { xLabel: "step", yLabel: name, title: `${name} by step` }),
+                  lineChart([{ name, points: data.series[name] || [] }], { xLabel: "step", yLabel: name, title: `${name} by step`, integerX: true }),
                   h("figcaption", {}, name, h("span", { class: "muted" }, ` · ${(data.series[name] || []).length} points`)),
                 ),
               ),
