@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.receiver.mounts import Request, Response
 from agent_rl_plugin.rewards.labels import Label, LabelError, default_labeller, label_rows
 from agent_rl_plugin.store.errors import StoreError
@@ -72,12 +73,12 @@ def sql_type(arrow_type: pa.DataType) -> str:
     return str(arrow_type).upper()
 
 
-class HttpError(Exception):
+class HttpError(AgentRLError):
     """An API answer other than 200: ``status``, ``message`` and an optional ``hint``."""
 
     def __init__(self, status: int, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.hint = status, message, hint
+        super().__init__(message, hint)
+        self.status, self.message = status, message
 
 
 def _json(status: int, data: Any, headers: list[tuple[str, str]] | None = None) -> Response:
