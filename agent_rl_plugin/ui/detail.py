@@ -22,7 +22,7 @@ from typing import Any
 from agent_rl_plugin.store.user_sql import UserSqlError
 from agent_rl_plugin.ui.backend import Backend
 from agent_rl_plugin.ui.listing import CURRENT_LABELS_SQL, BadParameter, run_rollout_ids
-from agent_rl_plugin.ui.rows import fetch_dicts, preview
+from agent_rl_plugin.ui.rows import fetch_dicts, json_value, preview
 
 logger = logging.getLogger("agent_rl_plugin.ui")
 
@@ -209,12 +209,12 @@ def group_detail(backend: Backend, group_id: str) -> dict[str, Any] | None:
     names: set[str] = set()
     for rid, name, value in rewards:
         names.add(name)
-        by_rollout[rid].setdefault("rewards", {})[name] = value
+        by_rollout[rid].setdefault("rewards", {})[name] = json_value(value)
     runs: dict[str, tuple[str, Any]] = {}
     for run_id, method, rid, value, created in advantages:
         runs[run_id] = (method, max(created, runs[run_id][1]) if run_id in runs else created)
-        by_rollout[rid].setdefault("advantages", {})[run_id] = value if value is None or math.isfinite(value) else None
-    totals = [r["total_reward"] for r in rollouts if r["total_reward"] is not None]
+        by_rollout[rid].setdefault("advantages", {})[run_id] = json_value(value)
+    totals = [r["total_reward"] for r in rollouts if r["total_reward"] is not None]  # finite: json_value
     mean = sum(totals) / len(totals) if totals else None
     std = math.sqrt(sum((t - mean) ** 2 for t in totals) / len(totals)) if totals and mean is not None else None
     for row in rollouts:

@@ -19,7 +19,7 @@ from agent_rl_plugin.rewards.labels import CURRENT_LABEL_ROWS
 from agent_rl_plugin.store.sql_errors import check_sql_size
 from agent_rl_plugin.store.user_sql import check_condition
 from agent_rl_plugin.ui.backend import Backend
-from agent_rl_plugin.ui.rows import fetch_dicts, preview
+from agent_rl_plugin.ui.rows import fetch_dicts, json_value, preview
 
 SORTS = ("start_time", "total_reward", "duration_ms", "n_spans", "n_llm_calls", "n_tool_calls", "task_id", "status")
 QUEUES = ("unlabelled", "disagreeing")
@@ -235,7 +235,7 @@ def facets(backend: Backend) -> dict[str, Any]:
         low, high, n = connection.execute(
             "SELECT min(total_reward), max(total_reward), count(*) FROM rollouts"
         ).fetchall()[0]
-        answer["reward_range"] = [low, high]
+        answer["reward_range"] = [json_value(low), json_value(high)]
         answer["n_rollouts"] = int(n)
         answer["training_runs"] = fetch_dicts(
             connection,
