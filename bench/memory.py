@@ -1,7 +1,8 @@
 """Peak RSS of an agent process recording 100k and 1M spans, against the same agent uninstrumented.
 
 Runs ``bench/memory_agent.py`` in fresh processes, each reporting its own peak RSS
-(``ru_maxrss``, taken after every span is committed):
+(``ru_maxrss``, taken after every span is committed; a traced agent's merges run in its merger
+process, whose own peak RSS is reported beside it):
 
 * ``traced``: ``configure(db=...)``, the agent and its tool decorated, as fast as the loop goes
   (2 spans per iteration; the worst case for the export queues: the loop outruns the exporter,
@@ -98,6 +99,11 @@ def run(ctx: Context) -> Row:
     large_plain = run_agent("plain", large, None)
     row.value = Measure(f"traced agent, peak RSS ({spans:,} spans)", "MB", samples["traced"])
     row.baselines.append(Measure(f"same agent uninstrumented ({spans:,} spans)", "MB", samples["plain"]))
+    merger_peaks = [r["merger_peak_rss_mb"] for r in runs["traced"] if r.get("merger_peak_rss_mb")]
+    if merger_peaks:  # not the agent's memory, but the machine's: shown beside it, never hidden
+        row.baselines.append(
+            Measure(f"  the traced agent's merger process (its child), peak RSS ({spans:,} spans)", "MB", merger_peaks)
+        )
     added = [t - median(samples["plain"]) for t in samples["traced"]]
     added_large = large_traced["peak_rss_mb"] - large_plain["peak_rss_mb"]
     row.ratios["traced / plain"] = median(samples["traced"]) / median(samples["plain"])
@@ -137,6 +143,9 @@ def run(ctx: Context) -> Row:
         large_span_ends_that_waited=large_traced.get("waited"),
         large_segments_left_after_flush=large_traced.get("segments_left"),
         large_peak_by_spans=large_traced.get("peak_by_spans"),
+        merger_processes_per_run=[r.get("merger_processes") for r in runs["traced"]],
+        merger_peak_rss_mb=merger_peaks,
+        large_merger_peak_rss_mb=large_traced.get("merger_peak_rss_mb"),
     )
     return row
 

@@ -34,11 +34,11 @@ AGENT = textwrap.dedent(
 )
 
 
-def run_agent(db: Path) -> set[str]:
+def run_agent(db: Path, **env: str) -> set[str]:
     """Run the agent above in a fresh interpreter; the names of the modules it ended up with."""
     done = subprocess.run(
         [sys.executable, "-c", AGENT, str(db)], capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin"},  # no AGENT_RL_* settings of the caller
+        env={"PATH": "/usr/bin:/bin", **env},  # no AGENT_RL_* settings of the caller
     )
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout.splitlines()[-1]))
@@ -78,3 +78,19 @@ def test_recording_does_not_import_pyarrow_compute(agent_run):
     # in the startup row) is imported where rewards are filtered into a held database.
     _, modules = agent_run
     assert "pyarrow.compute" not in modules
+
+
+def test_an_agent_whose_merges_run_in_the_merger_process_never_loads_duckdb(tmp_path):
+    # DuckDB (16 MB of RSS to import, more to open a file) stays in the merger process: the agent
+    # writes spool segments, the child merges them, at the flush and at exit.
+    db = tmp_path / "t.duckdb"
+    modules = run_agent(db, AGENT_RL_MERGER="process")
+    assert sorted(m for m in modules if m == "duckdb" or m.startswith("duckdb.")) == []
+    from agent_rl_plugin.store.spool import list_segments
+
+    assert list_segments(db) == []  # merged by the child, not left to a reader
+    connection = open_reader(db)
+    try:
+        assert connection.execute("select name from spans").fetchall() == [("invoke_agent answer",)]
+    finally:
+        connection.close()

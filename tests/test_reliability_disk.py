@@ -199,9 +199,12 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
         unmount(target)
 
 
-def test_full_tmpfs_agent_unaffected(plugin_manager, small_tmpfs, caplog):
+@pytest.mark.parametrize("merger", ["thread", "process"])
+def test_full_tmpfs_agent_unaffected(plugin_manager, small_tmpfs, caplog, monkeypatch, merger):
     # What fits is kept (in the database, or as spool segments beside it when only the
-    # database's own growth no longer fits); what does not is dropped and counted.
+    # database's own growth no longer fits); what does not is dropped and counted. The same
+    # whether the agent merges itself or its merger process does (which hands its error back).
+    monkeypatch.setenv("AGENT_RL_MERGER", merger)
     stats = check_agent_unaffected(small_tmpfs / "agent.duckdb", caplog, "the disk is full (ENOSPC)",
                                    rollouts=100, nothing_fits=False)
     assert "No space left on device" in stats["last_error"]
@@ -262,7 +265,11 @@ def test_file_size_limit_agent_unaffected_one_error_and_recovers(tmp_path):
     db = tmp_path / "capped.duckdb"
     result = subprocess.run(
         [sys.executable, "-c", DISK_FULL_AGENT, str(db)],
-        capture_output=True, text=True, cwd=ROOT, timeout=240, env={**os.environ, "AGENT_RL_DB": ""},
+        capture_output=True, text=True, cwd=ROOT, timeout=240,
+        # RLIMIT_FSIZE limits one process, not the disk: a merger process started before the
+        # limit would not see it, one started during it would keep it after. The full tmpfs test
+        # covers the merger process on a disk that is really full.
+        env={**os.environ, "AGENT_RL_DB": "", "AGENT_RL_MERGER": "thread"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])

@@ -405,7 +405,10 @@ def test_reading_a_store_this_process_records_into_before_any_span(plugin_manage
 
 
 def test_an_interrupted_background_merge_is_deferred_not_reported_and_loses_nothing(tmp_path, monkeypatch):
+    import agent_rl_plugin.store.lease as lease
     import agent_rl_plugin.store.spool_writer as spool_writer
+
+    monkeypatch.setenv("AGENT_RL_MERGER", "thread")  # this process merges (the merger process: its own tests)
 
     db = tmp_path / "s.duckdb"
     for _ in range(3):
@@ -420,13 +423,13 @@ def test_an_interrupted_background_merge_is_deferred_not_reported_and_loses_noth
         calls.append(1)
         raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
 
-    monkeypatch.setattr(spool_writer, "try_merge", interrupted)
+    monkeypatch.setattr(lease, "try_merge", interrupted)
     writer._merge(0.0)
     assert calls and writer.merges_interrupted == 1 and reported == []
     assert len(list_segments(db)) == 3  # still in the spool, waiting
-    monkeypatch.setattr(spool_writer, "try_merge", try_merge)
+    monkeypatch.setattr(lease, "try_merge", try_merge)
     writer._merge(0.0)  # the next merge takes them
     assert list_segments(db) == [] and count(db) == 6
-    monkeypatch.setattr(spool_writer, "try_merge", lambda *a, **k: (_ for _ in ()).throw(OSError("disk")))
+    monkeypatch.setattr(lease, "try_merge", lambda *a, **k: (_ for _ in ()).throw(OSError("disk")))
     writer._merge(0.0)
     assert [kind for kind, _ in reported] == ["merge"]  # any other failure is still reported

@@ -19,12 +19,31 @@ Scoring from Python, with a reward defined in the script itself::
 See ``docs/authoring-rewards.md`` and ``docs/scoring.md``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agent_rl_plugin.rewards.base import FunctionReward, RewardPlugin, ScoringContext, reward
 from agent_rl_plugin.rewards.registration import register, unregister
 from agent_rl_plugin.rewards.registry import DuplicateRewardError, RewardRegistrationError
 from agent_rl_plugin.rewards.result import EvaluateResult, RewardContractError, StepOutput, coerce_result
 from agent_rl_plugin.rewards.rollout import Rollout, Step, load_rollouts
-from agent_rl_plugin.rewards.runner import RewardStats, ScoreReport, ScoringError, UnknownRewardError, score
+
+if TYPE_CHECKING:
+    from agent_rl_plugin.rewards.runner import RewardStats, ScoreReport, ScoringError, UnknownRewardError, score
+
+#: Scoring (DuckDB) is imported on first use: a recording agent registers the built-in rewards
+#: without it.
+_RUNNER_NAMES = {"RewardStats", "ScoreReport", "ScoringError", "UnknownRewardError", "score"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RUNNER_NAMES:
+        from agent_rl_plugin.rewards import runner
+
+        value = getattr(runner, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DuplicateRewardError",

@@ -14,14 +14,16 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-import duckdb
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.rewards.labels import CURRENT_LABEL_ROWS
+
+if TYPE_CHECKING:  # a recording agent registers the built-in rewards without DuckDB
+    import duckdb
 
 
 def parse_json(value: Any) -> Any:

@@ -14,40 +14,63 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_rl_plugin.store.connection import (
-    connect_writer,
-    ensure_schema,
-    is_read_only_sql,
-    open_reader,
-    store_key,
-)
-from agent_rl_plugin.store.errors import StoreError, StoreLockedError
-from agent_rl_plugin.store.migrations import (
-    MIGRATIONS,
-    MIGRATIONS_TABLE,
-    TABLE_NAMES,
-    Migration,
-    applied_migrations,
-    list_migrations,
-    migrate,
-    pending_migrations,
-)
-from agent_rl_plugin.store.views import VIEW_NAMES
-
 if TYPE_CHECKING:
+    from agent_rl_plugin.store.connection import (
+        connect_writer,
+        ensure_schema,
+        is_read_only_sql,
+        open_reader,
+        store_key,
+    )
+    from agent_rl_plugin.store.errors import StoreError, StoreLockedError
     from agent_rl_plugin.store.exporter import DuckDBSpanExporter, collect_normalizers
+    from agent_rl_plugin.store.migrations import (
+        MIGRATIONS,
+        MIGRATIONS_TABLE,
+        TABLE_NAMES,
+        Migration,
+        applied_migrations,
+        list_migrations,
+        migrate,
+        pending_migrations,
+    )
+    from agent_rl_plugin.store.views import VIEW_NAMES
 
-_LAZY = {"DuckDBSpanExporter", "collect_normalizers"}
+#: Where each public name lives. Every name is imported on first use: a recording agent whose
+#: merges run in the merger process never imports DuckDB, and readers of the store
+#: (``agent-rl query``) do not pay for the writing side (pyarrow, the OTel SDK).
+_HOMES = {
+    "connect_writer": "connection",
+    "ensure_schema": "connection",
+    "is_read_only_sql": "connection",
+    "open_reader": "connection",
+    "store_key": "connection",
+    "StoreError": "errors",
+    "StoreLockedError": "errors",
+    "DuckDBSpanExporter": "exporter",
+    "collect_normalizers": "exporter",
+    "MIGRATIONS": "migrations",
+    "MIGRATIONS_TABLE": "migrations",
+    "TABLE_NAMES": "migrations",
+    "Migration": "migrations",
+    "applied_migrations": "migrations",
+    "list_migrations": "migrations",
+    "migrate": "migrations",
+    "pending_migrations": "migrations",
+    "VIEW_NAMES": "views",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The exporter (pyarrow, the OTel SDK) is imported on first use, so that readers of the
-    store (``agent-rl query``) do not pay for the writing side."""
-    if name in _LAZY:
-        import importlib
+    """Import the module holding ``name`` on first use (see :data:`_HOMES`)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module("agent_rl_plugin.store.exporter"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

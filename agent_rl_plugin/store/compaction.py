@@ -34,7 +34,8 @@ import duckdb
 
 from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.migrations import SEGMENT_LEDGER_TABLE
-from agent_rl_plugin.store.spool import (
+from agent_rl_plugin.store.spool import (  # noqa: F401 - CHUNK_SEGMENTS: re-exported, its old home
+    CHUNK_SEGMENTS,
     Segment,
     SpoolNotPrivate,
     list_segments,
@@ -46,8 +47,6 @@ from agent_rl_plugin.store.spool import (
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
-#: Segments merged in one transaction (bounds the SQL text and the memory of one INSERT).
-CHUNK_SEGMENTS = 256
 #: The time a segment was written, from its name (``<ns>-<pid>-<n>``): the rows' ``ingested_at``
 #: and the rewards' default ``created_at``, the same whether merged or read from the spool.
 SEGMENT_TIME_SQL = "make_timestamp(CAST(split_part(parse_filename(filename, true), '-', 1) AS BIGINT) // 1000)"

@@ -39,62 +39,30 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Protocol
+from typing import Iterator
 
 import duckdb
 
-from agent_rl_plugin.store.compaction import CHUNK_SEGMENTS, merge_segments
+from agent_rl_plugin.store.compaction import merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
 from agent_rl_plugin.store.holders import holding, note
 from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_only, try_merge, with_wait, write_lease
+from agent_rl_plugin.store.live_writers import (  # noqa: F401 - re-exported: the registry's old home
+    WriterHandle,
+    live_writer,
+    register_writer,
+    store_key,
+    unregister_writer,
+)
 from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
 from agent_rl_plugin.store.opening import open_write_connection
 from agent_rl_plugin.store.reading import overlay_unmerged
 from agent_rl_plugin.store.snapshots import announced_receiver, open_snapshot
+from agent_rl_plugin.store.spool import CHUNK_SEGMENTS
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
 NO_DATABASE = "no database at {path}: run an agent with agent-rl configured, or `agent-rl demo`"
-
-
-class WriterHandle(Protocol):
-    """What a live writer of this process offers other users of the same file."""
-
-    def reader_cursor(self, timeout_s: float) -> duckdb.DuckDBPyConnection | None:
-        """Once everything received so far is on disk: a cursor on the writer's own connection
-        when it holds the file (the receiver), else ``None`` (open the file as usual)."""
-
-
-_writers: dict[str, list[WriterHandle]] = {}
-_writers_lock = threading.Lock()
-
-
-def store_key(path: str | os.PathLike[str]) -> str:
-    """The canonical form of a database path (absolute, symlinks resolved)."""
-    return os.path.realpath(os.path.abspath(os.fspath(path)))
-
-
-def register_writer(path: str | os.PathLike[str], handle: WriterHandle) -> None:
-    """Announce a live in-process writer of ``path`` (the exporter does, when created)."""
-    with _writers_lock:
-        _writers.setdefault(store_key(path), []).append(handle)
-
-
-def unregister_writer(path: str | os.PathLike[str], handle: WriterHandle) -> None:
-    """Withdraw ``handle`` (the exporter does, on shutdown). Unknown handles are ignored."""
-    with _writers_lock:
-        handles = _writers.get(store_key(path), [])
-        if handle in handles:
-            handles.remove(handle)
-        if not handles:
-            _writers.pop(store_key(path), None)
-
-
-def live_writer(path: str | os.PathLike[str]) -> WriterHandle | None:
-    """The most recently registered live writer of ``path`` in this process, if any."""
-    with _writers_lock:
-        handles = _writers.get(store_key(path))
-        return handles[-1] if handles else None
 
 
 def _flushed_cursor(path: str, flush_timeout_s: float) -> duckdb.DuckDBPyConnection | None:
@@ -334,11 +302,25 @@ def extract_statements(sql: str) -> list[duckdb.Statement]:
         return list(_parsing_connection().extract_statements(sql))
 
 
+_trees: dict[str, dict] = {}  # the last parse trees by SQL text (check_user_sql asks twice per statement)
+
+
 def parse_tree(sql: str) -> dict | None:
     """DuckDB's own parse tree of one SELECT statement (``json_serialize_sql``) as a dict, or
     ``None`` when DuckDB cannot serialize it (not a SELECT, or a form such as PIVOT it does not
     serialize). Runs on a private in-memory connection with external access disabled; nothing
-    is executed."""
+    is executed. The last few trees are kept by SQL text and shared: callers only read them."""
+    tree = _trees.get(sql)
+    if tree is None:
+        tree = _parse_tree(sql)
+        if tree is not None:
+            if len(_trees) >= 8:
+                _trees.clear()
+            _trees[sql] = tree
+    return tree
+
+
+def _parse_tree(sql: str) -> dict | None:
     here = getattr(_parser_here, "connection", None)
     try:
         if here is not None:

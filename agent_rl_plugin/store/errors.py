@@ -15,8 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-
-import duckdb
+import sys
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.store.holders import describe_holder
@@ -73,14 +72,21 @@ class StoreLockedError(StoreError):
         self.doing = doing
 
 
+def is_duckdb_error(exc: BaseException) -> bool:
+    """``isinstance(exc, duckdb.Error)``, without importing DuckDB: an error of a module not yet
+    imported cannot be one (a recording agent whose merges run in a child never imports it)."""
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(exc, duckdb.Error)
+
+
 def is_lock_error(exc: BaseException) -> bool:
     """True for DuckDB's "Could not set lock on file" error."""
-    return isinstance(exc, duckdb.Error) and "could not set lock" in str(exc).lower()
+    return is_duckdb_error(exc) and "could not set lock" in str(exc).lower()
 
 
 def is_config_conflict(exc: BaseException) -> bool:
     """True when this process already has the file open with another configuration."""
-    return isinstance(exc, duckdb.Error) and "different configuration" in str(exc).lower()
+    return is_duckdb_error(exc) and "different configuration" in str(exc).lower()
 
 
 def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
@@ -106,7 +112,7 @@ def translate_duckdb_error(exc: BaseException, path: str) -> StoreError | None:
             path,
         )
     lowered = text.lower()
-    if isinstance(exc, duckdb.Error) and (
+    if is_duckdb_error(exc) and (
         "not a valid duckdb database" in lowered or "unable to open" in lowered or "cannot open" in lowered
     ):
         return StoreError(f"cannot open {path} as a DuckDB database: {text.splitlines()[0]}", path)

@@ -45,8 +45,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from agent_rl_plugin.plugins import get_plugin_manager
 from agent_rl_plugin.store import arrow_columns
-from agent_rl_plugin.store.connection import register_writer, store_key, unregister_writer
 from agent_rl_plugin.store.errors import StoreError, storage_problem
+from agent_rl_plugin.store.live_writers import register_writer, store_key, unregister_writer
 from agent_rl_plugin.store.rows import AttributeTransform, Normalizer, SpanConverter
 from agent_rl_plugin.store.spool_writer import SpoolWriter
 from agent_rl_plugin.store.validation import MAX_SPAN_ATTRIBUTES_SIZE

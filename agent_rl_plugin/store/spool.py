@@ -56,6 +56,10 @@ _sequence = itertools.count()
 _sequence_lock = threading.Lock()
 
 
+#: Segments merged in one transaction (bounds the SQL text and the memory of one INSERT).
+CHUNK_SEGMENTS = 256
+
+
 @dataclass(frozen=True)
 class Segment:
     """One complete segment: ``name`` (unique, sortable), its spans file and rewards file."""

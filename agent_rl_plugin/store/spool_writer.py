@@ -19,6 +19,14 @@ and flush semantics):
   (``flush_merge_wait_s``, 0: readers see unmerged segments anyway, so the agent never waits
   for another process), at close waiting up to ``close_merge_wait_s`` (2 s). When another process holds the file, the segments stay for
   the next merge (a reader shows them meanwhile): nothing is lost and the agent never waits.
+* From the first background merge that finds segments waiting (an agent recording for longer
+  than ``merge_interval_s``), its merges (background, flush and close) are done by a child process
+  (:class:`~agent_rl_plugin.store.merger_process.MergerProcess`), with the same leases, waits and
+  counts: DuckDB's memory, which grows with the file, stays out of
+  the agent's process, and merges run beside the recording instead of taking turns with it for the
+  GIL. A short run (flushed or closed before that) merges in its own process, as does a run
+  whose child cannot be started or does not answer.
+  ``AGENT_RL_MERGER=process`` uses the child from the first merge, ``thread`` never.
 * The database is never held between merges, so other processes (readers, scorers, other
   agents) can open it at any time but during a merge's fraction of a second.
 * :meth:`reader_cursor` flushes and returns ``None``: readers open the file themselves.
@@ -34,11 +42,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from agent_rl_plugin.store.compaction import CHUNK_SEGMENTS
 from agent_rl_plugin.store.errors import StoreError, storage_problem
-from agent_rl_plugin.store.lease import try_merge
+from agent_rl_plugin.store.merger_process import MergerProcess, merge_leases
 from agent_rl_plugin.store.rows import SpanBatch
-from agent_rl_plugin.store.spool import SpoolNotPrivate, remove_spool_if_empty, spool_dir, write_segment
+from agent_rl_plugin.store.spool import (
+    CHUNK_SEGMENTS,
+    SpoolNotPrivate,
+    list_segments,
+    remove_spool_if_empty,
+    spool_dir,
+    write_segment,
+)
 from agent_rl_plugin.store.writer import StoreWriter, _CursorRequest
 
 logger = logging.getLogger(__name__)
@@ -69,8 +83,17 @@ MERGE_MAX_ROWS = 8_192
 MERGE_THREADS = 1
 #: Leases one merge may take in a row (each merges at most MERGE_MAX_ROWS rows).
 MAX_LEASES_PER_MERGE = 8
+#: ``AGENT_RL_MERGER``: ``auto`` (the default: see :meth:`SpoolWriter._merger_for_merge`),
+#: ``process`` or ``thread``.
+MERGER_MODES = ("auto", "process", "thread")
 #: How long closing waits for a background merge in progress to finish.
 MERGER_JOIN_TIMEOUT_S = 30.0
+
+
+def merger_mode_from_env() -> str:
+    """``AGENT_RL_MERGER`` when it names a mode of ``MERGER_MODES``, else ``auto``."""
+    mode = os.environ.get("AGENT_RL_MERGER", "auto").strip().lower()
+    return mode if mode in MERGER_MODES else "auto"
 
 
 class SpoolWriter(StoreWriter):
@@ -87,6 +110,9 @@ class SpoolWriter(StoreWriter):
         self.close_merge_wait_s = close_merge_wait_s
         self.merges = 0
         self.merges_interrupted = 0  # merges DuckDB interrupted (rolled back; their segments wait)
+        self.merger_mode = merger_mode_from_env()
+        self.merger_peak_rss_mb: float | None = None  # the merger process's peak RSS, once it answered
+        self._merger_process: MergerProcess | None = None
         self._merger: threading.Thread | None = None
         self._stop_merging = threading.Event()
 
@@ -129,6 +155,9 @@ class SpoolWriter(StoreWriter):
         if force:
             self._merge(self.close_merge_wait_s if closing else self.flush_merge_wait_s)
         if closing:
+            merger_process = self._merger_process
+            if merger_process is not None:
+                merger_process.close()
             remove_spool_if_empty(self.path)
         elif self._merger is None:
             with self._lock:
@@ -140,43 +169,67 @@ class SpoolWriter(StoreWriter):
 
     def _merge_in_background(self) -> None:
         while not self._stop_merging.wait(self.merge_interval_s):
-            self._merge(0.0)
+            self._merge(0.0, background=True)
 
-    def _merge(self, wait_s: float) -> None:
+    def _merge(self, wait_s: float, background: bool = False) -> None:
         """Merge in leases of at most ``MERGE_MAX_ROWS`` rows each (one DuckDB thread), so that
         a backlog (segments that waited while another process held the file) never holds the
         file, nor memory, for long at a time; readers and writers get the file between the
-        leases, and what is left waits for the next merge."""
-        for _ in range(MAX_LEASES_PER_MERGE):
-            try:
-                result = try_merge(
-                    self.path,
-                    wait_s=wait_s,
-                    max_segments=CHUNK_SEGMENTS,
-                    max_rows=MERGE_MAX_ROWS,
-                    merge_threads=MERGE_THREADS,
-                )
-            except Exception as exc:
-                if "Interrupt" in type(exc).__name__:
-                    # DuckDB interrupted the merge (seen under heavy load, and when the process
-                    # ends mid-merge): its transaction rolled back, its segments stay in the spool
-                    # and the next merge, flush or reader merges them. Nothing is lost: deferred.
-                    self.merges_interrupted += 1
-                    logger.debug("merge into %s interrupted; its segments wait for the next merge", self.path)
-                    return
-                self._report("merge", exc)
-                return
-            if result is None:
-                return
-            self._count(result)
-            if not result.segments:
-                return
+        leases, and what is left waits for the next merge. The merger process does it when this
+        writer has one, or starts one (:meth:`_merger_for_merge`); this process does it otherwise,
+        and when the merger could not answer."""
+        limits = {
+            "max_leases": MAX_LEASES_PER_MERGE,
+            "max_segments": CHUNK_SEGMENTS,
+            "max_rows": MERGE_MAX_ROWS,
+            "merge_threads": MERGE_THREADS,
+        }
+        outcome = None
+        merger = self._merger_for_merge(background)
+        if merger is not None:
+            outcome = merger.merge(wait_s=wait_s, lock_wait_s=None if wait_s > 0 else 0.0, **limits)
+            if outcome is not None and outcome.peak_rss_mb is not None:
+                self.merger_peak_rss_mb = max(self.merger_peak_rss_mb or 0.0, outcome.peak_rss_mb)
+        if outcome is None:
+            outcome = merge_leases(
+                self.path,
+                wait_s=wait_s,
+                max_leases=MAX_LEASES_PER_MERGE,
+                max_segments=CHUNK_SEGMENTS,
+                max_rows=MERGE_MAX_ROWS,
+                merge_threads=MERGE_THREADS,
+            )
+        for fields in outcome.results:
+            self._count(fields)
+        if outcome.interrupted:
+            self.merges_interrupted += 1
+            logger.debug("merge into %s interrupted; its segments wait for the next merge", self.path)
+        failure = outcome.failure(self.path)
+        if failure is not None:
+            self._report("merge", failure)
 
-    def _count(self, result: Any) -> None:
+    def _merger_for_merge(self, background: bool) -> MergerProcess | None:
+        """The merger process to merge with; ``None``: merge in this process. ``auto`` starts
+        one for the first background merge that finds segments waiting (the agent has recorded
+        for longer than ``merge_interval_s``), and a flush or close uses it once started;
+        ``AGENT_RL_MERGER=process`` starts one for any merge, ``thread`` never."""
+        if self.merger_mode == "thread" or not MergerProcess.supported():
+            return None
+        if self._merger_process is None:
+            if self.merger_mode != "process" and not (background and list_segments(self.path)):
+                return None
+            with self._lock:
+                if self._merger_process is None:
+                    self._merger_process = MergerProcess(self.path)
+        return self._merger_process
+
+    def _count(self, result: dict[str, Any]) -> None:
+        """Count one lease's ``MergeResult`` (as a dict)."""
         self.merges += 1
-        if result.dropped_rows:  # rows the database refused: counted here, logged by the merge
-            self.stats.add(spans_dropped=result.dropped_rows, spans_written=-result.dropped_rows, batches_failed=1)
-            self.stats.set_error(f"{result.dropped_rows} rows refused by the database: {'; '.join(result.errors)}")
+        dropped = int(result["dropped_rows"])
+        if dropped:  # rows the database refused: counted here, logged by the merge
+            self.stats.add(spans_dropped=dropped, spans_written=-dropped, batches_failed=1)
+            self.stats.set_error(f"{dropped} rows refused by the database: {'; '.join(result['errors'])}")
 
     def _serve_cursor(self, request: _CursorRequest) -> None:
         request.cursor = None  # everything is on disk; nothing is held

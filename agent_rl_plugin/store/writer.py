@@ -33,17 +33,16 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import duckdb
 import pyarrow as pa
 
-from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
-from agent_rl_plugin.store.compaction import merge_segments
-from agent_rl_plugin.store.errors import StoreError, StoreLockedError
-from agent_rl_plugin.store.opening import open_write_connection
+from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_duckdb_error
 from agent_rl_plugin.store.rows import SpanBatch
 from agent_rl_plugin.store.spool import list_segments
+
+if TYPE_CHECKING:  # DuckDB is imported by the writer that opens the file: a recording agent never does
+    import duckdb
 
 Report = Callable[[str, BaseException], None]
 
@@ -108,7 +107,9 @@ def _limit_writer_memory(connection: duckdb.DuckDBPyConnection) -> None:
     for name, value in WRITER_SETTINGS:
         try:
             connection.execute(f"SET {name} = {value}")
-        except duckdb.Error:  # pragma: no cover - an older DuckDB without the setting
+        except Exception as exc:  # noqa: BLE001
+            if not is_duckdb_error(exc):
+                raise  # pragma: no cover - an older DuckDB without the setting
             pass
 
 
@@ -116,8 +117,9 @@ def _restore_reader_settings(connection: duckdb.DuckDBPyConnection) -> None:
     for name, _ in WRITER_SETTINGS:
         try:
             connection.execute(f"RESET {name}")
-        except duckdb.Error:  # pragma: no cover
-            pass
+        except Exception as exc:  # noqa: BLE001 # pragma: no cover
+            if not is_duckdb_error(exc):
+                raise
 
 
 class StoreWriter:
@@ -283,6 +285,8 @@ class StoreWriter:
         self._merged_at = now
         if not list_segments(self.path):
             return
+        from agent_rl_plugin.store.compaction import merge_segments
+
         try:
             merge_segments(connection, self.path)
         except Exception as exc:
@@ -329,6 +333,8 @@ class StoreWriter:
             return self._connection
         if not force and not self._may_open():
             return None
+        from agent_rl_plugin.store.opening import open_write_connection
+
         try:
             self._connection, _ = open_write_connection(self.path)
             _limit_writer_memory(self._connection)
@@ -346,8 +352,9 @@ class StoreWriter:
         if connection is not None:
             try:
                 connection.close()
-            except duckdb.Error:
-                pass
+            except Exception as exc:  # noqa: BLE001
+                if not is_duckdb_error(exc):
+                    raise
 
     def _serve_cursor(self, request: _CursorRequest) -> None:
         try:
@@ -361,6 +368,8 @@ class StoreWriter:
             request.done.set()
 
     def _write(self, batches: list[SpanBatch]) -> None:
+        from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
+
         n = sum(b.num_spans for b in batches)
         try:
             connection = self._open()

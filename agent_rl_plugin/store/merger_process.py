@@ -1,0 +1,276 @@
+"""Spool merges of a recording process, done in a child process (the merger) or in-process.
+
+A recording agent writes spool segments; merging them into the DuckDB file opens the file and
+its indexes, and that memory grows with the file (20-50 MB per merge at a million spans) and
+competes with the agent for the GIL. An agent that records a lot hands its merges to one child
+process instead: its own memory stays flat, and merges run on another core while it records.
+
+Contract:
+
+* :func:`merge_leases` is the one definition of a recording process's merge: up to
+  ``max_leases`` short leases (:func:`~agent_rl_plugin.store.lease.try_merge`) of at most
+  ``max_rows`` rows and ``merge_threads`` DuckDB threads each, stopping when nothing is left or
+  the file is busy. It never raises: an interrupted merge (rolled back; its segments wait) and a
+  failure come back in the :class:`MergeOutcome`.
+* :class:`MergerProcess` runs :func:`merge_leases` in a child (this module's :func:`main`, in the
+  same copy of the package as the agent's), started on the first :meth:`~MergerProcess.merge`,
+  one request at a time. :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
+  started or did not answer within its timeout (the child is then stopped; a later call starts a
+  new one): the caller merges in-process, or leaves the segments for the next merge.
+* The child answers each request with one JSON line; it ignores Ctrl+C (sent to the whole
+  terminal's process group: its parent decides) and exits when its input closes (the parent
+  closed it or ended), after the merge in progress, so a DuckDB transaction is never cut short.
+* A forked process never uses its parent's child: :meth:`~MergerProcess.merge` in a new process
+  id starts its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any, Callable
+
+#: Longest a request may take beyond its lock wait before the child counts as hung (it is then
+#: stopped, and its segments wait for the next merge: nothing is lost).
+REPLY_TIMEOUT_S = 300.0
+#: How long stopping the child waits for it to finish its merge before killing it.
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass
+class MergeOutcome:
+    """What :func:`merge_leases` did: the results of its leases (``MergeResult`` fields as
+    dicts), whether DuckDB interrupted one, and a failure (type name, message, errno)."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    error: dict[str, Any] | None = None
+    peak_rss_mb: float | None = None
+
+    def failure(self, path: str) -> BaseException | None:
+        """The failure as a :class:`~agent_rl_plugin.store.errors.StoreError` whose cause keeps
+        the errno (so a full disk is named as such), or ``None``."""
+        if self.error is None:
+            return None
+        from agent_rl_plugin.store.errors import StoreError
+
+        error = StoreError(f"{self.error['type']}: {self.error['message']}", path)
+        if self.error.get("errno") is not None:
+            error.__cause__ = OSError(int(self.error["errno"]), str(self.error["message"]))
+        return error
+
+
+def merge_leases(
+    path: str,
+    *,
+    wait_s: float,
+    max_leases: int,
+    max_segments: int,
+    max_rows: int,
+    merge_threads: int,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> MergeOutcome:
+    """Merge ``path``'s spool segments in up to ``max_leases`` leases (see the module contract),
+    before each lease but the first asking ``keep_going()``."""
+    from agent_rl_plugin.store.lease import try_merge
+
+    outcome = MergeOutcome()
+    for lease in range(max_leases):
+        if lease and not keep_going():
+            return outcome
+        try:
+            result = try_merge(
+                path, wait_s=wait_s, max_segments=max_segments, max_rows=max_rows, merge_threads=merge_threads
+            )
+        except Exception as exc:  # noqa: BLE001 - handed back, never raised into the recorder
+            if "Interrupt" in type(exc).__name__:
+                # DuckDB interrupted the merge (seen under heavy load, and when the process ends
+                # mid-merge): its transaction rolled back, its segments stay in the spool and the
+                # next merge, flush or reader merges them. Nothing is lost: deferred.
+                outcome.interrupted = True
+            else:
+                cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+                outcome.error = {
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "errno": getattr(cause, "errno", None),
+                }
+            return outcome
+        if result is None:
+            return outcome
+        outcome.results.append(asdict(result))
+        if not result.segments:
+            return outcome
+    return outcome
+
+
+class MergerProcess:
+    """A child process that merges one database's spool segments on request (see the module
+    contract). Thread-safe: requests take turns."""
+
+    def __init__(self, path: str, reply_timeout_s: float = REPLY_TIMEOUT_S) -> None:
+        self.path = path
+        self.reply_timeout_s = reply_timeout_s
+        self.started = 0  # children started (a hung or dead one is replaced)
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._owner = os.getpid()
+        self._buffer = b""
+
+    @staticmethod
+    def supported() -> bool:
+        """Children are started where ``select`` works on pipes (POSIX) and Python can be run."""
+        return os.name == "posix" and bool(sys.executable)
+
+    def merge(self, *, wait_s: float, lock_wait_s: float | None = None, **limits: int) -> MergeOutcome | None:
+        """Ask the child to run :func:`merge_leases` (``wait_s`` for the file's lock; ``limits``:
+        ``max_leases``, ``max_segments``, ``max_rows``, ``merge_threads``) and return its outcome;
+        ``None`` when it could not be asked or did not answer in time. ``lock_wait_s`` bounds the
+        wait for a request already in progress (default: as long as it takes); a caller that gave
+        up waiting gets ``MergeOutcome()`` (that merge covers its segments)."""
+        if lock_wait_s is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=lock_wait_s):
+            return MergeOutcome()
+        try:
+            if self._owner != os.getpid():  # forked: the parent's child is not ours to use
+                self._child, self._owner, self._buffer = None, os.getpid(), b""
+            child = self._child if self._child is not None and self._child.poll() is None else self._start()
+            if child is None:
+                return None
+            request = json.dumps({"wait_s": wait_s, **limits}).encode() + b"\n"
+            try:
+                assert child.stdin is not None
+                child.stdin.write(request)
+                child.stdin.flush()
+                line = self._read_line(child, time.monotonic() + self.reply_timeout_s + max(0.0, wait_s))
+            except (OSError, ValueError):
+                line = None
+            if line is None:
+                self._stop(child, kill=True)
+                return None
+            return MergeOutcome(**json.loads(line))
+        finally:
+            self._lock.release()
+
+    def close(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Close the child's input and wait for it to end (killed after ``timeout_s``)."""
+        with self._lock:
+            child = self._child
+            if child is not None and self._owner == os.getpid():
+                self._stop(child, kill=False, timeout_s=timeout_s)
+            self._child = None
+
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        if not self.supported():
+            return None
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, package, self.path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,  # the terminal's signals go to the agent, which decides
+            )
+        except (OSError, ValueError):
+            return None
+        self._child, self._buffer = child, b""
+        self.started += 1
+        return child
+
+    def _read_line(self, child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the child ended
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _stop(self, child: subprocess.Popen[bytes], *, kill: bool, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        try:
+            if child.stdin is not None:
+                child.stdin.close()
+        except OSError:
+            pass
+        try:
+            if kill:
+                child.kill()
+            child.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        finally:
+            if child.stdout is not None:
+                child.stdout.close()
+            if self._child is child:
+                self._child = None
+
+
+#: The child's first lines: this very copy of the package (the agent may run a checkout that is
+#: not on the default path, or another version may be installed), loaded from its folder without
+#: putting that folder on ``sys.path`` (where it could shadow the standard library).
+_BOOTSTRAP = """
+import importlib.util, os, sys
+package = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "agent_rl_plugin", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
+)
+module = importlib.util.module_from_spec(spec)
+sys.modules["agent_rl_plugin"] = module
+spec.loader.exec_module(module)
+from agent_rl_plugin.store.merger_process import main
+main(sys.argv[2:])
+"""
+
+
+def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The child's loop: one JSON request per line in, one :class:`MergeOutcome` per line out. A
+    request stops after the lease in progress when the agent has ended (the child then belongs to
+    another parent): the file is not held for a dead agent's backlog, which its readers merge."""
+    parent = os.getppid()
+    for line in requests:
+        request = json.loads(line)
+        outcome = merge_leases(
+            path,
+            wait_s=float(request["wait_s"]),
+            max_leases=int(request["max_leases"]),
+            max_segments=int(request["max_segments"]),
+            max_rows=int(request["max_rows"]),
+            merge_threads=int(request["merge_threads"]),
+            keep_going=lambda: os.getppid() == parent,
+        )
+        import resource  # POSIX only, as the child
+
+        outcome.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        replies.write(json.dumps(asdict(outcome)).encode() + b"\n")
+        replies.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m agent_rl_plugin.store.merger_process DB``: the merger child (started with
+    :data:`_BOOTSTRAP`)."""
+    args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _serve(os.path.abspath(args[0]), sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()
