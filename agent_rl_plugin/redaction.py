@@ -297,7 +297,8 @@ class Redactor:
     def cannot_change(self, attributes: Mapping[str, Any]) -> bool:
         """True only when :meth:`redact_attributes` would change none of ``attributes``' values
         (it never changes ``attributes``): a redactor of default patterns, values that are plain
-        ``str`` (or no text at all: numbers, booleans, bytes) and, in their NUL-joined text, no
+        ``str`` (or no text at all: numbers, booleans, bytes), or tuples of those (OTel sequences:
+        each item is redacted as a value of its own) and, in their NUL-joined text, no
         literal test nor pattern match. False means "not known": the caller redacts as usual.
         Nested values and ``str`` subclasses always answer False (fail closed)."""
         if not self.defaults_only:
@@ -308,6 +309,12 @@ class Redactor:
             if kind is str:
                 if len(value) >= MIN_LENGTH:
                     texts.append(value)
+            elif kind is tuple:  # an OTel sequence: redact_value masks each str item as a value
+                kinds = set(map(type, value))
+                if not kinds <= _NO_TEXT_OR_STR:
+                    return False
+                if str in kinds:
+                    texts.extend(item for item in value if type(item) is str and len(item) >= MIN_LENGTH)
             elif kind not in _NO_TEXT:
                 return False
         if not texts:
@@ -348,6 +355,7 @@ def _search_of(regex: re.Pattern[str]) -> Callable[[str], bool]:
 
 #: Value types that hold no text :meth:`Redactor.redact_value` could change.
 _NO_TEXT = frozenset({int, float, bool, bytes, type(None)})
+_NO_TEXT_OR_STR = _NO_TEXT | {str}
 
 
 # --- the redactor of a config ------------------------------------------------------------

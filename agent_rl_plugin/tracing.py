@@ -137,12 +137,23 @@ class _Pending(threading.local):
 #: Start attributes on their way from :func:`start_with_attributes` to our ``on_start``.
 PENDING = _Pending()
 _PLAIN = (str, bool, int, float)
+_PLAIN_TYPES = frozenset(_PLAIN)
+
+
+def _clean_sequence(value: Any, limit: int | None) -> bool:
+    """True when OTel would store ``value`` (a list or tuple) as a tuple of the same items: every
+    item a str/bool/int/float, no str longer than ``limit``."""
+    kinds = set(map(type, value))
+    if not kinds <= _PLAIN_TYPES:
+        return False
+    return str not in kinds or limit is None or all(type(v) is not str or len(v) <= limit for v in value)
 
 
 def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
     """Store ``attributes`` on a span that was started without any, as ``Span.__init__`` would
     have stored them (``BoundedAttributes._set_items``), skipping the per-value validation
-    when every key and value is already valid and within the span's limits."""
+    when every key and value is already valid and within the span's limits (a list or tuple of
+    such values is stored as a tuple, as OTel stores it)."""
     try:
         bounded = cast(BoundedAttributes, span._attributes)  # noqa: SLF001
         store = bounded._dict  # noqa: SLF001
@@ -150,11 +161,12 @@ def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
         clean = bounded.maxlen is None or len(store) + len(attributes) <= bounded.maxlen
         if clean:
             for key, value in attributes.items():
+                kind = type(value)
                 if (
                     type(key) is not str
                     or not key
-                    or type(value) not in _PLAIN
-                    or (limit is not None and type(value) is str and len(value) > limit)
+                    or (kind not in _PLAIN and not ((kind is tuple or kind is list) and _clean_sequence(value, limit)))
+                    or (limit is not None and kind is str and len(value) > limit)
                 ):
                     clean = False
                     break
@@ -165,7 +177,7 @@ def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
             for key, value in attributes.items():
                 if key in store:
                     del store[key]
-                store[key] = value
+                store[key] = tuple(value) if type(value) is list else value
     except Exception:
         logger.debug("could not set start attributes directly", exc_info=True)
         span.set_attributes(attributes)
@@ -203,8 +215,8 @@ def _tracer_defers(tracer: Any) -> bool:
         return False
 
 
-def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any]) -> Any:
-    """``tracer.start_span(name, attributes=attributes)``; when our processor is the
+def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any], start_time: int | None = None) -> Any:
+    """``tracer.start_span(name, attributes=attributes, start_time=start_time)``; when our processor is the
     provider's first and the tracer allows it (:func:`_tracer_defers`), the attributes are
     handed to our ``on_start``, which stores them before any other processor sees the span,
     without OTel re-validating each of our already-clean values."""
@@ -217,10 +229,10 @@ def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any]) ->
         if processors and processors[0] is STATE.processor:
             PENDING.attributes = attributes
             try:
-                return tracer.start_span(name)
+                return tracer.start_span(name, start_time=start_time)
             finally:
                 PENDING.attributes = None
-    return tracer.start_span(name, attributes=attributes)
+    return tracer.start_span(name, attributes=attributes, start_time=start_time)
 
 
 def configure(config: RLConfig | None = None, **fields: Any) -> RLConfig:

@@ -132,7 +132,7 @@ def _finished_span(
     end_ns: int,
     error: BaseException | str | None = None,
 ) -> SpanContext:
-    span = tracing.get_tracer().start_span(name, start_time=start_ns, attributes=dict(attributes))
+    span = tracing.start_with_attributes(tracing.get_tracer(), name, dict(attributes), start_time=start_ns)
     try:
         if isinstance(error, BaseException):
             record_error(span, error)
@@ -177,6 +177,8 @@ MAX_TOKEN_ID = 2**31 - 1
 
 
 def _as_list(value: Any, name: str) -> list[Any]:
+    if (type(value) is list or type(value) is tuple) and len(value) <= MAX_TOKENS_PER_CALL:
+        return list(value)  # the common case, without the ABC checks below
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise _InvalidTrainingData(f"{name} must be a sequence, got {type(value).__name__}")
     if isinstance(value, Sized) and len(value) > MAX_TOKENS_PER_CALL:

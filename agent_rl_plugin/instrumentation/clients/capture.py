@@ -315,8 +315,19 @@ def view(obj: Any) -> Mapping[str, Any]:
     return {**fields, **extra} if extra else fields
 
 
+#: Exact types that hold nothing to convert (they have no ``model_dump``): returned as they are.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
     """A JSON-friendly copy of an SDK value (pydantic models to dicts, recursively)."""
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    if cls is dict:  # the common message: a dict of str (no lookup of model_dump on each value)
+        return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
+    if cls is list:
+        return [v if type(v) in _ATOMS else plain(v) for v in value]
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         try:
@@ -334,9 +345,12 @@ def int_list(value: Any) -> list[int] | None:
     """``value`` as a list of ints, or ``None`` when it is not one."""
     if not isinstance(value, (list, tuple)) or not value:
         return None
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if set(map(type, value)) == _INT or all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return list(value)
     return None
+
+
+_INT = {int}
 
 
 __all__ = [

@@ -26,9 +26,14 @@ def _logprobs(choice: Any) -> list[float] | None:
     if not isinstance(content, (list, tuple)) or not content:
         return None
     values = [get(item, "logprob") for item in content]
+    if set(map(type, values)) == _FLOAT and all(map(math.isfinite, values)):
+        return values  # the common case: floats already, without a check per item below
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         return [float(v) for v in values]
     return None
+
+
+_FLOAT = {float}
 
 
 def _tool_call(call: Any) -> dict[str, Any]:
