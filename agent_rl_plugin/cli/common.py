@@ -23,18 +23,35 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from agent_rl_plugin.errors import AgentRLError
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console  # rich's console on stdout, made on first use (see __getattr__)
+    err_console: Console  # and on stderr
+
+
+def __getattr__(name: str) -> Any:
+    """``console`` and ``err_console`` (rich consoles on stdout and stderr), made on first use so
+    that a command printing JSON, CSV or a plain table never imports rich's console."""
+    if name in ("console", "err_console"):
+        return _rich_console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _rich_console(name: str) -> Console:
+    made = globals().get(name)
+    if made is None:
+        from rich.console import Console
+
+        made = globals()[name] = Console(stderr=name == "err_console")
+    return made
+
 
 DB_HELP = "DuckDB file to use (default: $AGENT_RL_DB, else ./agent_rl.duckdb)."
 DbOption = typer.Option(None, "--db", help=DB_HELP, show_default=False)
@@ -66,9 +83,10 @@ def stop_on_signal() -> Iterator[threading.Event]:
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
     """Print ``error: message`` (and the fix) on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    err = _rich_console("err_console")
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
     if hint:
-        err_console.print(f"[yellow]fix:[/] {hint}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]fix:[/] {hint}", highlight=False, soft_wrap=True)
     raise SystemExit(code)
 
 
@@ -143,12 +161,15 @@ def terminal_width() -> int:
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
-    width = console.size.width
+    width = _rich_console("console").size.width
     return width if width > 0 else 80
 
 
 def _sized_console(width: int) -> Console:
     """A console like :data:`console` (same colours, same stdout) that is ``width`` cells wide."""
+    from rich.console import Console
+
+    console = _rich_console("console")
     return Console(
         width=width,
         force_terminal=console.is_terminal,
@@ -193,10 +214,26 @@ def print_rows(
 def _print_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None, wide: bool, formats: Sequence[str] | None
 ) -> None:
-    from agent_rl_plugin.cli.table_layout import layout_table
+    from agent_rl_plugin.cli.table_layout import layout_table, plain_stdout, render_plain
 
     width = terminal_width()
     layout = layout_table(columns, rows, None if wide else width, wide=wide)
+    notes = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+    if layout.hidden:
+        count = len(layout.hidden)
+        notes += f"; {count} more column{'s' if count != 1 else ''}: {', '.join(layout.hidden)}"
+        if formats is not None:
+            ways = ["--wide"] + [f"--{f}" for f in formats if f != "table"]
+            notes += " (use " + (", ".join(ways[:-1]) + " or " + ways[-1] if len(ways) > 1 else ways[0]) + ")"
+    text = render_plain(layout, title, notes, width) if plain_stdout() else None
+    if text is not None:  # what rich would print, without importing its console
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title, box=box.MINIMAL_HEAVY_HEAD, show_edge=False, header_style="bold", title_style="bold")
     for name, column_width, numeric in zip(layout.columns, layout.widths, layout.numeric):
         table.add_column(
@@ -213,13 +250,6 @@ def _print_table(
     out = _sized_console(max(layout.total_width, width if not wide else 1))
     if layout.columns:
         out.print(table)
-    notes = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
-    if layout.hidden:
-        count = len(layout.hidden)
-        notes += f"; {count} more column{'s' if count != 1 else ''}: {', '.join(layout.hidden)}"
-        if formats is not None:
-            ways = ["--wide"] + [f"--{f}" for f in formats if f != "table"]
-            notes += " (use " + (", ".join(ways[:-1]) + " or " + ways[-1] if len(ways) > 1 else ways[0]) + ")"
     _sized_console(width).print(Text(notes, style="dim"))
 
 

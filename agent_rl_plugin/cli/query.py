@@ -21,7 +21,6 @@ from agent_rl_plugin.cli.common import (
     OutputFormat,
     UserError,
     db_path,
-    err_console,
     output_options,
 )
 from agent_rl_plugin.hookspecs import hookimpl
@@ -116,6 +115,8 @@ def query(
     columns, rows, truncated = run_query_result(db_path(db), sql, timeout_s=timeout, max_rows=max_rows)
     output.rows(columns, rows)
     if truncated:
+        from agent_rl_plugin.cli.common import err_console
+
         err_console.print(
             f"[yellow]truncated:[/] the result was cut at {len(rows)} rows (the {truncated} cap); "
             "add a LIMIT/WHERE or pass --max-rows",

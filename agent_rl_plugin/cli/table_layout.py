@@ -1,7 +1,9 @@
 """Fitting a result set into a terminal: how each value is shown, short ids, column widths.
 
 Pure functions with no printing; :func:`agent_rl_plugin.cli.common.print_rows` renders the
-:class:`TableLayout` with rich. The contract of the fitted (default) layout:
+:class:`TableLayout` with rich, or, when rich would write plain text anyway
+(:func:`plain_stdout`), with :func:`render_plain`, which gives the same text without importing
+rich's console (start-up of ``agent-rl query``). The contract of the fitted (default) layout:
 
 * every value is one line of text: ``None`` is empty, newlines show as ``\\n``, floats and
   decimals are rounded to :data:`SIGNIFICANT_DIGITS` significant digits, timestamps to the
@@ -21,15 +23,18 @@ microseconds); only newlines are still shown as ``\\n`` so a row stays one line.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, Sequence
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 
 SIGNIFICANT_DIGITS = 4
 ID_PREFIX = 8
@@ -227,3 +232,74 @@ def _share(natural: list[int], minimum: list[int], available: int) -> list[int]:
 
 def _transpose(columns: list[list[str]], n_rows: int) -> list[list[str]]:
     return [[column[r] for column in columns] for r in range(n_rows)]
+
+
+# What rich draws for box.MINIMAL_HEAVY_HEAD without edges: columns apart, the rule under the head.
+_BAR, _RULE, _CROSS = "\u2502", "\u2501", "\u253f"
+_MARKUP_OR_EMOJI = re.compile(r"[\[\]:]")
+
+
+def plain_stdout() -> bool:
+    """Whether rich, asked to print on ``sys.stdout`` with its defaults, would write plain text
+    (no colour or style codes, Unicode box characters, nothing but text): stdout is not a
+    terminal (``isatty()`` false), writes UTF-8, and none of what makes rich decide otherwise
+    is in play (``FORCE_COLOR``, ``TTY_COMPATIBLE``, ``TTY_INTERACTIVE``, Jupyter, Windows).
+    Errs towards ``False``: rich then prints as always."""
+    environ = os.environ
+    if os.name == "nt" or hasattr(builtins, "get_ipython"):
+        return False
+    if any(name in environ for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")):
+        return False
+    stream = sys.stdout
+    encoding = getattr(stream, "encoding", None) or ""
+    if not encoding.lower().startswith("utf"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return isatty is not None and not isatty()
+    except ValueError:  # a closed stream: let rich decide
+        return False
+
+
+def _plain_text(text: str) -> bool:
+    """Whether rich prints ``text`` as it is: printable characters only (no tab it would expand)
+    and no leading or trailing whitespace (which rich strips in places)."""
+    return text.isprintable() and text == text.strip()
+
+
+def _plain_cell(text: str, width: int, right: bool) -> str:
+    """A cell as rich draws it: cut to ``width`` cells with an ellipsis, padded to ``width``."""
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1) + "\u2026"
+    pad = " " * (width - cell_len(text))
+    return pad + text if right else text + pad
+
+
+def render_plain(layout: TableLayout, title: str | None, notes: str, width: int) -> str | None:
+    """The text rich prints for ``layout`` (as :func:`agent_rl_plugin.cli.common.print_rows`
+    draws it: ``box.MINIMAL_HEAVY_HEAD`` without edges, numeric columns right-aligned, ``title``
+    centred above) followed by the ``notes`` line on a console ``width`` cells wide, when rich
+    writes plain text (:func:`plain_stdout`). ``None`` for what it does not reproduce (rich then
+    draws it): a title or note rich would wrap, markup or emoji codes in the title, text rich
+    would change (control characters, tabs, leading or trailing spaces), a zero width."""
+    texts = [*layout.columns, *(t for row in layout.cells for t in row)]
+    if not all(_plain_text(t) for t in texts if t) or not _plain_text(notes) or cell_len(notes) > width:
+        return None
+    if any(w < 1 for w in layout.widths) or any(len(row) != len(layout.widths) for row in layout.cells):
+        return None
+    lines: list[str] = []
+    if layout.columns:
+        total = layout.total_width
+        if title:
+            size = cell_len(title)
+            if _MARKUP_OR_EMOJI.search(title) or not _plain_text(title) or size > total:
+                return None
+            left = (total - size) // 2
+            lines.append(" " * left + title + " " * (total - size - left))
+        for row in [layout.columns, *layout.cells]:
+            cells = (_plain_cell(t, w, right) for t, w, right in zip(row, layout.widths, layout.numeric))
+            lines.append(_BAR.join(f" {cell} " for cell in cells))
+            if row is layout.columns:
+                lines.append(_CROSS.join(_RULE * (w + 2) for w in layout.widths))
+    lines.append(notes)
+    return "\n".join(lines) + "\n"
