@@ -9,6 +9,8 @@ process prints and records (see :mod:`agent_rl_plugin.train.distributed`).
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 from datetime import datetime
 from typing import Any, Callable
@@ -125,8 +127,27 @@ def source_db(db: str | None, needed: bool) -> str:
     return path
 
 
+_exit_freeze_registered = False
+
+
+def freeze_heap_at_exit() -> None:
+    """Freeze every object still tracked by the collector when the interpreter exits (once per
+    process, however often it is called): a training command leaves ~450k objects of the
+    training stack behind, and the interpreter's collections at exit scanned them all, ~1-3 s
+    of a short run's wall time. Frozen, they are freed as modules are cleared, as before; only
+    the collection of reference cycles at exit is skipped. Registered with :mod:`atexit`, so it
+    runs after the handlers registered later (the store, telemetry flushes) and changes nothing
+    in a process that keeps running (a test calling the command in-process)."""
+    global _exit_freeze_registered
+    if not _exit_freeze_registered:
+        atexit.register(gc.freeze)
+        _exit_freeze_registered = True
+
+
 def report(run: Callable[[], dict[str, Any]], json_output: bool) -> None:
-    """Run a command's work; print its summary (or JSON), or its error as one line plus the fix."""
+    """Run a command's work; print its summary (or JSON), or its error as one line plus the fix.
+    The process's exit then skips the collection of the training stack (:func:`freeze_heap_at_exit`)."""
+    freeze_heap_at_exit()
     try:
         summary = run()
     except UserError as exc:
@@ -174,6 +195,7 @@ __all__ = [
     "build_config",
     "check_sources",
     "default_out",
+    "freeze_heap_at_exit",
     "print_summary",
     "profile_printer",
     "report",

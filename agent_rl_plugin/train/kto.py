@@ -47,6 +47,15 @@ def check_kto_dataset(dataset) -> tuple[int, int]:
     return n_desirable, n_undesirable
 
 
+def load_kto_trainer() -> tuple[Any, Any]:
+    """``(trl.KTOConfig, trl.KTOTrainer)``: importing them loads the training stack (torch,
+    transformers, PEFT); :func:`~agent_rl_plugin.train.runs.run_kto` does it before the
+    collector is turned back on (see :mod:`agent_rl_plugin.train.heap`)."""
+    from trl import KTOConfig, KTOTrainer
+
+    return KTOConfig, KTOTrainer
+
+
 def train_kto(
     config: KTOTrainConfig, dataset, *, hardware: HardwareProfile | None = None, progress: bool = True
 ) -> TrainResult:
@@ -74,8 +83,7 @@ def train_kto(
         )
     desirable_weight, undesirable_weight = config.weights_for(n_desirable, n_undesirable)
 
-    from trl import KTOConfig, KTOTrainer
-
+    KTOConfig, KTOTrainer = load_kto_trainer()
     started = time.perf_counter()
     resume = checkpoint_to_resume(config)
     model, tokenizer = load_model_and_tokenizer(config.model, config.allow_download)
@@ -225,4 +233,11 @@ def implicit_reward_accuracy(
     return score / len(pairs)
 
 
-__all__ = ["TrainError", "TrainResult", "check_kto_dataset", "implicit_reward_accuracy", "train_kto"]
+__all__ = [
+    "TrainError",
+    "TrainResult",
+    "check_kto_dataset",
+    "implicit_reward_accuracy",
+    "load_kto_trainer",
+    "train_kto",
+]

@@ -29,6 +29,7 @@ from typing import Any, Optional
 from agent_rl_plugin.store.errors import StoreError
 from agent_rl_plugin.train.common import TrainError, fresh_start_note
 from agent_rl_plugin.train.config import TrainConfigError
+from agent_rl_plugin.train.heap import training_heap
 from agent_rl_plugin.train.inputs import check_model_path, load_jsonl_dataset, with_hint
 from agent_rl_plugin.train.recorded import Report, apply_profile, losses, train_recorded, warn
 from agent_rl_plugin.train.records import check_run_name, recorded_run
@@ -167,50 +168,52 @@ def run_kto(
     """Build the KTO dataset (or read ``dataset_file``), train, record the run in ``db`` (a
     dataset-file run too, when ``db`` is given; ``run_name``: its run_id); returns the summary,
     with the label counts and weights. Raises one of :func:`run_errors`."""
-    # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
-    from agent_rl_plugin.data import BuildReport, build_kto_dataset
-    from agent_rl_plugin.train.kto import check_kto_dataset, train_kto
+    with training_heap() as heap:  # see agent_rl_plugin.train.heap
+        # the data layer (duckdb) and the trainers (torch, TRL) load only when a run starts
+        from agent_rl_plugin.data import BuildReport, build_kto_dataset
+        from agent_rl_plugin.train.kto import check_kto_dataset, load_kto_trainer, train_kto
 
-    _one_source(where=where, sql=sql, dataset_file=dataset_file)
-    record_db = db if record else None
-    name, replace = _prepare(config, record_db, run_name, on_warning)
-    report = None
-    if dataset_file:
-        dataset = load_jsonl_dataset(dataset_file)
-    else:
-        report = BuildReport()
-        dataset = build_kto_dataset(db, where=where, sql=sql, label_rule=label_rule, weights=weights, report=report)
-        if len(dataset) == 0:
-            raise _nothing_to_train("KTO rows", report)
-    dataset_sql = _dataset_sql(where, sql, dataset_file)
-    try:
-        n_desirable, n_undesirable = check_kto_dataset(dataset)
-    except TrainError as exc:
-        raise with_hint(
-            TrainError(
-                f"only one label class: {_count(dataset, True)} desirable, {_count(dataset, False)} undesirable"
-            ),
-            "KTO needs both; choose another label rule (quantile or group) or another threshold",
-            "label_rule",
-        ) from exc
-    profile = apply_profile(config, on_profile)
-    result, run_id = train_recorded(
-        method="kto",
-        config=config,
-        dataset=dataset,
-        dataset_sql=dataset_sql,
-        record_db=record_db,
-        on_warning=on_warning,
-        train=lambda: train_kto(config, dataset, hardware=profile, progress=progress),
-        run_id=name,
-        replace=replace,
-    )
-    summary = _summary("kto", config, result, run_id, dataset_sql, profile)
-    del summary["extra"]
-    summary["labels"] = {"desirable": n_desirable, "undesirable": n_undesirable}
-    summary["weights"] = {"desirable": result.desirable_weight, "undesirable": result.undesirable_weight}
-    summary["build"] = report.to_dict() if report is not None else None
-    return summary
+        _one_source(where=where, sql=sql, dataset_file=dataset_file)
+        record_db = db if record else None
+        name, replace = _prepare(config, record_db, run_name, on_warning)
+        report = None
+        if dataset_file:
+            dataset = load_jsonl_dataset(dataset_file)
+        else:
+            report = BuildReport()
+            dataset = build_kto_dataset(db, where=where, sql=sql, label_rule=label_rule, weights=weights, report=report)
+            if len(dataset) == 0:
+                raise _nothing_to_train("KTO rows", report)
+        dataset_sql = _dataset_sql(where, sql, dataset_file)
+        try:
+            n_desirable, n_undesirable = check_kto_dataset(dataset)
+        except TrainError as exc:
+            raise with_hint(
+                TrainError(
+                    f"only one label class: {_count(dataset, True)} desirable, {_count(dataset, False)} undesirable"
+                ),
+                "KTO needs both; choose another label rule (quantile or group) or another threshold",
+                "label_rule",
+            ) from exc
+        profile = apply_profile(config, on_profile)
+        heap.settle(preload=load_kto_trainer)
+        result, run_id = train_recorded(
+            method="kto",
+            config=config,
+            dataset=dataset,
+            dataset_sql=dataset_sql,
+            record_db=record_db,
+            on_warning=on_warning,
+            train=lambda: train_kto(config, dataset, hardware=profile, progress=progress),
+            run_id=name,
+            replace=replace,
+        )
+        summary = _summary("kto", config, result, run_id, dataset_sql, profile)
+        del summary["extra"]
+        summary["labels"] = {"desirable": n_desirable, "undesirable": n_undesirable}
+        summary["weights"] = {"desirable": result.desirable_weight, "undesirable": result.undesirable_weight}
+        summary["build"] = report.to_dict() if report is not None else None
+        return summary
 
 
 def _count(dataset: Any, value: bool) -> int:
