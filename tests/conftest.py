@@ -38,6 +38,14 @@ if "AGENT_RL_RUNTIME_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["AGENT_RL_RUNTIME_DIR"], True)
 
 
+# The command line makes its rich consoles on first use (a piped `agent-rl query` never imports
+# rich's console). One made first inside a test that changed COLUMNS would keep that width for
+# every test after it, so both are made now, with this process's own environment.
+from agent_rl_plugin.cli import common as _cli_common  # noqa: E402
+
+_cli_common.console, _cli_common.err_console  # noqa: B018
+
+
 class MemoryExporterPlugin:
     """A test plugin that registers one in-memory exporter."""
 

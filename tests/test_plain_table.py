@@ -20,8 +20,8 @@ from datetime import datetime
 import pytest
 
 from agent_rl_plugin.cli import common, table_layout
-from agent_rl_plugin.cli.main import main
 from agent_rl_plugin.data.synthetic import synthesize_store
+from tests.cli_output import cli_output
 
 ALPHABETS = [
     "abcdefghij",
@@ -113,14 +113,6 @@ def test_what_render_plain_leaves_to_rich():
     assert table_layout.render_plain(spaced, None, "1 row", 80) is None
 
 
-def _cli(capsys, *args: str) -> str:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    assert (exit_info.value.code or 0) == 0, err
-    return out
-
 
 @pytest.mark.parametrize(
     "args",
@@ -138,9 +130,9 @@ def test_commands_print_what_rich_prints(tmp_path, capsys, monkeypatch, args, co
     path = tmp_path / "store.duckdb"
     synthesize_store(path, rollouts=12, llm_calls=2, group_size=3, n_tasks=3)
     monkeypatch.setenv("COLUMNS", columns)
-    plain = _cli(capsys, *args, "--db", str(path))
+    plain = cli_output(capsys, *args, "--db", str(path))
     monkeypatch.setattr(table_layout, "plain_stdout", lambda: False)
-    drawn = _cli(capsys, *args, "--db", str(path))
+    drawn = cli_output(capsys, *args, "--db", str(path))
     assert plain == drawn and "row" in plain
 
 

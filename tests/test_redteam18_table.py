@@ -58,10 +58,12 @@ def test_column_names_are_written_out_too():
 
 
 def test_a_zero_width_terminal_falls_back_to_80(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "0")
     import agent_rl_plugin.cli.common as common
+    from rich.console import Console
 
-    monkeypatch.setattr(common, "console", common.Console(width=0))
+    common.console  # noqa: B018 - made on first use: made now, with this process's own COLUMNS, for the tests after
+    monkeypatch.setenv("COLUMNS", "0")
+    monkeypatch.setattr(common, "console", Console(width=0))
     assert terminal_width() == 80
 
 

@@ -213,3 +213,31 @@ def test_a_forked_agent_starts_its_own_child(tmp_path):
     assert merger._child.pid == parent_child and merger._child.poll() is None  # ours is untouched
     merger.close()
     assert count(db) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_fork_that_outlives_the_agent_does_not_keep_its_merger_alive(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    write_segment(db, recorded(2).spans)
+    merger = MergerProcess(str(db))
+    merger.merge(wait_s=0.0, **LIMITS)
+    child = merger._child
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - a worker forked by the agent, still busy
+        time.sleep(20)
+        os._exit(0)
+    try:
+        merger.close(timeout_s=10)  # the agent is done: its merger ends with it (not killed)
+        assert child.returncode == 0
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_a_merger_that_never_answers_is_given_up_after_a_few_tries(tmp_path, monkeypatch):
+    db = tmp_path / "runs.duckdb"
+    write_segment(db, recorded(2).spans)
+    monkeypatch.setattr(sys, "executable", "/bin/true")  # starts, and ends without a word
+    merger = MergerProcess(str(db))
+    assert [merger.merge(wait_s=0.0, **LIMITS) for _ in range(6)] == [None] * 6
+    assert merger.started == 3  # then no process start per merge: the agent merges itself

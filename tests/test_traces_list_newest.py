@@ -17,9 +17,9 @@ import duckdb
 import pytest
 
 from agent_rl_plugin.cli import traces
-from agent_rl_plugin.cli.main import main
 from agent_rl_plugin.data.synthetic import synthesize_store
 from agent_rl_plugin.store import connect_writer
+from tests.cli_output import cli_output
 
 COLUMNS = (
     "rollout_id, task_id, group_id, status, start_time, round(duration_ms, 1) as duration_ms, "
@@ -120,14 +120,6 @@ def test_the_whole_view_when_the_fast_path_cannot_hold() -> None:
     assert traces.newest_rollouts_source(traces.NEWEST_MAX + 1) == "rollouts"
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    assert (exit_info.value.code or 0) == 0, err
-    return out
-
 
 @pytest.mark.parametrize(
     "options",
@@ -151,8 +143,8 @@ def test_traces_list_prints_what_the_whole_view_gives(
     synthesize_store(path, rollouts=80, llm_calls=2, group_size=4, n_tasks=6)
     monkeypatch.setenv("COLUMNS", "120")
     args = ["traces", "list", "--db", str(path), *options]
-    fast = _cli(capsys, *args)
+    fast = cli_output(capsys, *args)
     monkeypatch.setattr(traces, "newest_rollouts_source", lambda limit, filters=None: "rollouts")
-    whole = _cli(capsys, *args)
+    whole = cli_output(capsys, *args)
     assert fast == whole
     assert fast.strip()

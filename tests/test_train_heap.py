@@ -46,7 +46,8 @@ def test_paused_then_frozen_then_restored(clean_gc):
         assert dead() is None  # the one collection freed it: nothing unreachable is frozen
         assert gc.isenabled()
         assert gc.get_freeze_count() > 0
-        assert heap.frozen == gc.get_freeze_count()
+        # frozen objects freed since (by reference counting, in any thread) leave the count
+        assert 0 < gc.get_freeze_count() <= heap.frozen
         heap.settle()  # a second call changes nothing
         assert gc.isenabled()
     assert gc.isenabled()

@@ -156,10 +156,13 @@ members AS ("""
     kept_rewards = rewards.replace(
         _REWARDS_SCAN, f"    FROM (SELECT * FROM rewards WHERE rollout_id IN {_KEPT}) AS rewards\n"
     )
-    body = newest + rollouts
-    body = body.replace(_MEMBERS_SCAN, f"    FROM spans\n    WHERE rollout_id IN {_KEPT}\n    GROUP BY rollout_id\n")
+    # The anchors are replaced in the view's SQL only: ``newest`` holds the caller's filters,
+    # whose literals may hold an anchor's text (a ``--task`` value with newlines).
+    body = rollouts.replace(
+        _MEMBERS_SCAN, f"    FROM spans\n    WHERE rollout_id IN {_KEPT}\n    GROUP BY rollout_id\n"
+    )
     body = body.replace(_EMITTED_SCAN, f"    FROM ({kept_rewards}) e\n")
-    return f"({body}) AS rollouts"
+    return f"({newest}{body}) AS rollouts"
 
 
 @app.command("show")

@@ -17,8 +17,8 @@ Contract:
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
@@ -67,7 +67,8 @@ def error_type(exc: BaseException) -> str:
 
 def is_cancellation(exc: BaseException | None) -> bool:
     """True for :class:`asyncio.CancelledError` (and subclasses)."""
-    return isinstance(exc, asyncio.CancelledError)
+    asyncio = sys.modules.get("asyncio")  # not imported: no task was cancelled
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 def record_error(span: Span, exc: BaseException) -> None:

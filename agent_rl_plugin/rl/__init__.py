@@ -25,21 +25,25 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agent_rl_plugin.advantages import (
-    GiGPOResult,
-    GroupSummary,
-    compute_gigpo,
-    discounted_returns,
-    dr_grpo_advantages,
-    gigpo_advantages,
-    group_summary,
-    grpo_advantages,
-    rloo_advantages,
-)
 from agent_rl_plugin.rl.state_keys import default_state_key, observation_key
 
-#: Names imported on first access (their modules import duckdb and pyarrow).
+#: Names imported on first access (their modules import duckdb and pyarrow; the advantage
+#: functions are not needed by the state-key plugin that every ``configure()`` registers).
 _LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "GiGPOResult",
+            "GroupSummary",
+            "compute_gigpo",
+            "discounted_returns",
+            "dr_grpo_advantages",
+            "gigpo_advantages",
+            "group_summary",
+            "grpo_advantages",
+            "rloo_advantages",
+        ),
+        "agent_rl_plugin.advantages",
+    ),
     "METHODS": "agent_rl_plugin.rl.runs",
     "AdvantageRun": "agent_rl_plugin.rl.runs",
     "compute_advantages": "agent_rl_plugin.rl.runs",
@@ -64,6 +68,17 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from agent_rl_plugin.advantages import (
+        GiGPOResult,
+        GroupSummary,
+        compute_gigpo,
+        discounted_returns,
+        dr_grpo_advantages,
+        gigpo_advantages,
+        group_summary,
+        grpo_advantages,
+        rloo_advantages,
+    )
     from agent_rl_plugin.rl.runs import METHODS, AdvantageRun, compute_advantages
     from agent_rl_plugin.rl.store import AdvantageInputError, episode_rewards, steps_for_gigpo, table_report
 

@@ -303,6 +303,9 @@ def extract_statements(sql: str) -> list[duckdb.Statement]:
 
 
 _trees: dict[str, dict] = {}  # the last parse trees by SQL text (check_user_sql asks twice per statement)
+#: Longest SQL whose tree is kept: a served store takes SQL from users, and 8 trees of 1 MB
+#: statements would stay in memory for good.
+_TREE_CACHE_MAX_SQL = 20_000
 
 
 def parse_tree(sql: str) -> dict | None:
@@ -313,7 +316,7 @@ def parse_tree(sql: str) -> dict | None:
     tree = _trees.get(sql)
     if tree is None:
         tree = _parse_tree(sql)
-        if tree is not None:
+        if tree is not None and len(sql) <= _TREE_CACHE_MAX_SQL:
             if len(_trees) >= 8:
                 _trees.clear()
             _trees[sql] = tree

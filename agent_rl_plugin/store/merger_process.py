@@ -16,12 +16,15 @@ Contract:
   same copy of the package as the agent's), started on the first :meth:`~MergerProcess.merge`,
   one request at a time. :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
   started or did not answer within its timeout (the child is then stopped; a later call starts a
-  new one): the caller merges in-process, or leaves the segments for the next merge.
+  new one): the caller merges in-process, or leaves the segments for the next merge. After
+  ``MAX_FAILURES`` requests in a row without an answer (or a child that cannot start at all) it
+  returns ``None`` at once: that process merges by itself from then on.
 * The child answers each request with one JSON line; it ignores Ctrl+C (sent to the whole
   terminal's process group: its parent decides) and exits when its input closes (the parent
   closed it or ended), after the merge in progress, so a DuckDB transaction is never cut short.
-* A forked process never uses its parent's child: :meth:`~MergerProcess.merge` in a new process
-  id starts its own.
+* A forked process never uses its parent's child: it closes its copies of the child's pipes at
+  the fork (so the child still ends with its agent) and :meth:`~MergerProcess.merge` there starts
+  its own.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Callable
 
@@ -42,6 +46,13 @@ from typing import IO, Any, Callable
 REPLY_TIMEOUT_S = 300.0
 #: How long stopping the child waits for it to finish its merge before killing it.
 STOP_TIMEOUT_S = 30.0
+#: Requests in a row without an answer after which a writer stops starting children and merges
+#: in its own process (a child that cannot start would otherwise cost a process per merge).
+MAX_FAILURES = 3
+#: What starts each reply line: other output that reaches the pipe before the child's ``main``
+#: (a ``sitecustomize`` that prints) is skipped; ``main`` sends all later output of the child's
+#: own (DuckDB prints its progress bar to file descriptor 1) to ``os.devnull``.
+_REPLY = b"agent-rl-merger-reply:"
 
 
 @dataclass
@@ -123,6 +134,31 @@ class MergerProcess:
         self._child: subprocess.Popen[bytes] | None = None
         self._owner = os.getpid()
         self._buffer = b""
+        self._failures = 0  # requests in a row that got no answer (a child that cannot start, or dies)
+        if hasattr(os, "register_at_fork"):
+            mine = weakref.ref(self)
+
+            def _after_fork_in_child() -> None:
+                merger = mine()
+                if merger is not None:
+                    merger._forget_after_fork()
+
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+
+    def _forget_after_fork(self) -> None:
+        """In a forked process: the parent's child is not ours. Our copies of its pipes are
+        closed (else it would see its input end only when every fork has ended), and the lock,
+        which a thread of the parent may have held at the fork, is new."""
+        child, self._child = self._child, None
+        self._owner, self._buffer, self._lock = os.getpid(), b"", threading.Lock()
+        if child is not None:
+            for stream in (child.stdin, child.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            child.returncode = 0  # not ours to wait for: Popen must not reap it from here
 
     @staticmethod
     def supported() -> bool:
@@ -140,10 +176,13 @@ class MergerProcess:
         elif not self._lock.acquire(timeout=lock_wait_s):
             return MergeOutcome()
         try:
-            if self._owner != os.getpid():  # forked: the parent's child is not ours to use
+            if self._owner != os.getpid():  # forked without the fork hook: the parent's child is not ours
                 self._child, self._owner, self._buffer = None, os.getpid(), b""
+            if self._failures >= MAX_FAILURES:
+                return None  # this process merges from now on: no process start per merge
             child = self._child if self._child is not None and self._child.poll() is None else self._start()
             if child is None:
+                self._failures = MAX_FAILURES
                 return None
             request = json.dumps({"wait_s": wait_s, **limits}).encode() + b"\n"
             try:
@@ -153,10 +192,18 @@ class MergerProcess:
                 line = self._read_line(child, time.monotonic() + self.reply_timeout_s + max(0.0, wait_s))
             except (OSError, ValueError):
                 line = None
-            if line is None:
+            outcome = None
+            if line is not None:
+                try:
+                    outcome = MergeOutcome(**json.loads(line))
+                except (ValueError, TypeError):  # not an answer: the child is stopped, as a hung one
+                    outcome = None
+            if outcome is None:
+                self._failures += 1
                 self._stop(child, kill=True)
-                return None
-            return MergeOutcome(**json.loads(line))
+            else:
+                self._failures = 0
+            return outcome
         finally:
             self._lock.release()
 
@@ -174,7 +221,7 @@ class MergerProcess:
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
             child = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, package, self.path],
+                [sys.executable, "-P", "-c", _BOOTSTRAP, package, self.path],  # -P: no working folder on sys.path
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -188,6 +235,13 @@ class MergerProcess:
         return child
 
     def _read_line(self, child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+        """The next reply (what follows :data:`_REPLY` on its line), other lines skipped."""
+        while True:
+            line = self._next_line(child, deadline)
+            if line is None or _REPLY in line:
+                return None if line is None else line[line.rfind(_REPLY) + len(_REPLY) :]
+
+    def _next_line(self, child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         assert child.stdout is not None
         fd = child.stdout.fileno()
         while b"\n" not in self._buffer:
@@ -260,7 +314,7 @@ def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
         import resource  # POSIX only, as the child
 
         outcome.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        replies.write(json.dumps(asdict(outcome)).encode() + b"\n")
+        replies.write(_REPLY + json.dumps(asdict(outcome)).encode() + b"\n")
         replies.flush()
 
 
@@ -269,7 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     :data:`_BOOTSTRAP`)."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _serve(os.path.abspath(args[0]), sys.stdin.buffer, sys.stdout.buffer)
+    sys.stdout.flush()
+    replies = os.fdopen(os.dup(1), "wb")  # the reply channel; file descriptor 1 now goes nowhere
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _serve(os.path.abspath(args[0]), sys.stdin.buffer, replies)
 
 
 if __name__ == "__main__":

@@ -169,7 +169,10 @@ class SpoolWriter(StoreWriter):
 
     def _merge_in_background(self) -> None:
         while not self._stop_merging.wait(self.merge_interval_s):
-            self._merge(0.0, background=True)
+            try:
+                self._merge(0.0, background=True)
+            except Exception as exc:  # noqa: BLE001 - reported; the next merge tries again
+                self._report("merge", exc)
 
     def _merge(self, wait_s: float, background: bool = False) -> None:
         """Merge in leases of at most ``MERGE_MAX_ROWS`` rows each (one DuckDB thread), so that

@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.hookspecs import hookimpl
-from agent_rl_plugin.rewards.builtin import BUILTIN_REWARDS
 
 #: Rewards that cannot be built without settings.
 NEEDS_SETTINGS = frozenset({"format_compliance"})
@@ -20,6 +19,10 @@ NEEDS_SETTINGS = frozenset({"format_compliance"})
 
 @hookimpl
 def agent_rl_register_rewards(register: Callable[[Any], None], config: RLConfig) -> None:
+    # Imported here, when rewards are wanted: registering this plugin (every configure()) loads
+    # none of them, so a recording agent does not carry the sandbox, judge and learned-reward code.
+    from agent_rl_plugin.rewards.builtin import BUILTIN_REWARDS
+
     for name, reward_class in BUILTIN_REWARDS.items():
         if name in NEEDS_SETTINGS and not config.rewards.get(name):
             continue
