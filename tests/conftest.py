@@ -15,7 +15,7 @@ from __future__ import annotations
 # agent_rl_store); registered before anything imports the module so pytest can rewrite it.
 # ci_skip_policy (tests/ci_skip_policy.py): with AGENT_RL_FAIL_ON_SKIP=1 (CI) a skip that is not
 # allow-listed fails the run.
-pytest_plugins = ["agent_rl_plugin.testing", "ci_skip_policy"]
+pytest_plugins = ["agent_rl_plugin.testing", "ci_skip_policy", "demo_tour"]
 
 import atexit
 import os

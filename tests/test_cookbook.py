@@ -34,17 +34,11 @@ def agent_rl() -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> Path:
-    """The store of one `agent-rl demo` run (record, score, advantages, three training runs)."""
-    tmp = tmp_path_factory.mktemp("cookbook")
-    db = tmp / "demo.duckdb"
-    result = subprocess.run(
-        [agent_rl(), "demo", "--tour", "--db", str(db), "--json"],
-        cwd=tmp, env=ENV, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout)["rollouts_run"] > 0
-    return db
+def demo_db(demo_tour) -> Path:
+    """The store of one `agent-rl demo` run (record, score, advantages, three training runs),
+    shared by the session's tests (tests/demo_tour.py): read here, never changed."""
+    assert demo_tour.summary["rollouts_run"] > 0
+    return demo_tour.db
 
 
 @pytest.fixture(scope="module")

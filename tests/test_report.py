@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -555,16 +553,11 @@ def test_reads_a_store_written_by_a_live_exporter(tmp_path, db_path):
 
 
 @pytest.mark.slow
-def test_demo_database(tmp_path):
-    """``agent-rl demo`` then ``agent-rl report`` as a user would run them (about 60 s)."""
-    db = tmp_path / "demo.duckdb"
+def test_demo_database(tmp_path, demo_tour):
+    """``agent-rl demo`` (run once per session: tests/demo_tour.py) then ``agent-rl report`` as a
+    user would run them."""
+    db = demo_tour.copy(tmp_path / "demo.duckdb")
     started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "agent_rl_plugin", "demo", "--tour", "--db", str(db), "--json"],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
     summary = build_report(str(db), tmp_path / "demo.html")
     assert summary.counts["training_runs"] == 3 and summary.counts["rollouts"] == 16
     assert {"plot-training-0", "plot-training-1", "plot-training-2"} <= set(summary.plots)
