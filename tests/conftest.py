@@ -38,6 +38,13 @@ if "AGENT_RL_RUNTIME_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["AGENT_RL_RUNTIME_DIR"], True)
 
 
+# Spool merges of writers made in this process run in this process (the fallback mode): a merger
+# child for every test that records would cost the suite minutes. Subprocesses (the README, exit
+# paths, several agents on one file) get the default, a merger child; its own tests ask for it.
+from agent_rl_plugin.store import spool_writer as _spool_writer  # noqa: E402
+
+_spool_writer.DEFAULT_MERGER_MODE = "thread"
+
 # The command line makes its rich consoles on first use (a piped `agent-rl query` never imports
 # rich's console). One made first inside a test that changed COLUMNS would keep that width for
 # every test after it, so both are made now, with this process's own environment.

@@ -11,7 +11,11 @@ from typing import Any
 import duckdb
 
 import agent_rl_plugin as arl
+from agent_rl_plugin.store import DuckDBSpanExporter
+from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess
 from tests.test_redaction_everywhere import CANARY, SECRETS, leak
+from tests.test_store_merger_process import record
+from tests.test_store_spool import count
 
 
 def _stored_text(db: Path) -> str:
@@ -63,27 +67,13 @@ def test_record_llm_call_sequences_of_secrets_reach_the_file_masked(plugin_manag
 
 
 # --- the merger process --------------------------------------------------------------------
-def _spooled_exporter(db: Path, spans: int):  # noqa: ANN202
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from agent_rl_plugin.store import DuckDBSpanExporter
-
+def _spooled_exporter(db: Path, spans: int) -> DuckDBSpanExporter:
     exporter = DuckDBSpanExporter(db, normalizers=[])
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    for i in range(spans):
-        with provider.get_tracer("t").start_as_current_span(f"step {i}", attributes={"agent_rl.rollout.id": "r"}):
-            pass
+    record(exporter, spans)
     return exporter
 
 
-def _span_count(db: Path) -> int:
-    connection = duckdb.connect(str(db), read_only=True)
-    try:
-        return int(connection.execute("select count(*) from spans").fetchone()[0])  # type: ignore[index]
-    finally:
-        connection.close()
+ONE_LEASE = LeaseLimits(max_leases=1, max_segments=1, max_rows=1, merge_threads=1)
 
 
 def test_output_on_the_childs_stdout_neither_raises_nor_loses_spans(tmp_path: Path, monkeypatch) -> None:
@@ -105,20 +95,18 @@ def test_output_on_the_childs_stdout_neither_raises_nor_loses_spans(tmp_path: Pa
     assert not exporter.stats["last_error"]
     assert writer._merger_process is not None and writer._merger_process.started == 1  # noqa: SLF001 - answered
     assert writer.merger_peak_rss_mb  # the child's replies were read
-    assert _span_count(db) == 20
+    assert count(db) == 20
 
 
 def test_the_child_reply_channel_is_not_the_stdout_duckdb_prints_to(tmp_path: Path) -> None:
     """DuckDB prints its progress bar to file descriptor 1 (even into a pipe): in the child it
     must not be the reply channel."""
-    from agent_rl_plugin.store.merger_process import MergerProcess
-
     db = tmp_path / "runs.duckdb"
     db.write_bytes(b"")
     db.unlink()
     merger = MergerProcess(str(db))
     try:
-        assert merger.merge(wait_s=0.0, max_leases=1, max_segments=1, max_rows=1, merge_threads=1) is not None
+        assert merger.merge(wait_s=0.0, limits=ONE_LEASE) is not None
         child = merger._child  # noqa: SLF001
         assert child is not None
         fd1 = os.readlink(f"/proc/{child.pid}/fd/1")
@@ -133,8 +121,6 @@ def test_the_child_does_not_import_modules_from_the_agents_working_folder(tmp_pa
     """``python -c`` puts the working folder first on ``sys.path``; an agent started as
     ``python /elsewhere/agent.py`` does not, so a ``json.py`` in its working folder must not run
     in the merger either."""
-    from agent_rl_plugin.store.merger_process import MergerProcess
-
     work = tmp_path / "work"
     work.mkdir()
     marker = tmp_path / "ran"
@@ -142,22 +128,20 @@ def test_the_child_does_not_import_modules_from_the_agents_working_folder(tmp_pa
     monkeypatch.chdir(work)
     merger = MergerProcess(str(tmp_path / "runs.duckdb"))
     try:
-        merger.merge(wait_s=0.0, max_leases=1, max_segments=1, max_rows=1, merge_threads=1)
+        merger.merge(wait_s=0.0, limits=ONE_LEASE)
     finally:
         merger.close()
     assert not marker.exists()
 
 
 def test_a_garbled_answer_stops_the_child_and_the_agent_merges_itself(tmp_path: Path, monkeypatch) -> None:
-    from agent_rl_plugin.store.merger_process import MergerProcess
-
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("print('agent-rl-merger-reply:[1, 2]', flush=True)\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     merger = MergerProcess(str(tmp_path / "runs.duckdb"))
     try:
-        assert merger.merge(wait_s=0.0, max_leases=1, max_segments=1, max_rows=1, merge_threads=1) is None
+        assert merger.merge(wait_s=0.0, limits=ONE_LEASE) is None
         assert merger._child is None  # noqa: SLF001 - stopped, not left to answer the next request late
     finally:
         merger.close()
@@ -166,7 +150,7 @@ def test_a_garbled_answer_stops_the_child_and_the_agent_merges_itself(tmp_path: 
     exporter = _spooled_exporter(db, 5)
     assert exporter.force_flush()
     exporter.shutdown()
-    assert not exporter.stats["last_error"] and _span_count(db) == 5
+    assert not exporter.stats["last_error"] and count(db) == 5
 
 
 def test_a_hostile_servers_finish_reason_and_model_reach_the_file_masked(plugin_manager, tmp_path: Path) -> None:

@@ -20,13 +20,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import agent_rl_plugin.store.lease as lease
 from agent_rl_plugin.store import DuckDBSpanExporter
-from agent_rl_plugin.store.merger_process import MergerProcess, merge_leases
+from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess, merge_leases
 from agent_rl_plugin.store.spool import list_segments, write_segment
 from agent_rl_plugin.store.spool_writer import SpoolWriter
 from agent_rl_plugin.store.writer import ExportStats
 from tests.test_store_spool import count, recorded
 
-LIMITS = {"max_leases": 8, "max_segments": 64, "max_rows": 8_192, "merge_threads": 1}
+LIMITS = LeaseLimits(max_leases=8, max_segments=64, max_rows=8_192, merge_threads=1)
 
 
 def refuse_merging_here(monkeypatch) -> list[str]:
@@ -66,40 +66,59 @@ def test_a_recording_agent_hands_its_merges_to_a_child_and_loses_nothing(tmp_pat
     assert exporter.stats["spans_written"] == 50 and exporter.stats["spans_dropped"] == 0
 
 
-def test_a_short_run_merges_itself_and_a_longer_one_hands_merges_to_a_child(tmp_path, monkeypatch):
-    monkeypatch.delenv("AGENT_RL_MERGER", raising=False)
+def test_the_first_merge_with_segments_waiting_starts_the_child_even_a_flush(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_RL_MERGER", "auto")  # the default (the suite's own process merges itself)
     db = tmp_path / "runs.duckdb"
     writer = SpoolWriter(str(db), stats=ExportStats(), report=lambda kind, exc: None)
-    writer._merge(0.0, background=True)  # nothing waiting: no child for nothing
-    write_segment(db, recorded(3).spans)
-    writer._merge(0.0)  # a flush before any background merge: this process merges
-    assert writer._merger_process is None and count(db) == 3
-    write_segment(db, recorded(4, rollout="r2").spans)
+    writer._merge(0.0)  # a background merge with nothing waiting: no child for nothing
+    assert writer._merger_process is None
     here = refuse_merging_here(monkeypatch)
-    writer._merge(0.0, background=True)  # the agent is still recording: a child takes over
+    write_segment(db, recorded(3).spans)
+    writer._housekeeping(force=True, closing=False)  # a flush in the agent's first second: the child merges it
+    assert here == [] and writer._merger_process.started == 1 and count(db) == 3
+    write_segment(db, recorded(4, rollout="r2").spans)
+    writer._merge(0.0)  # and every merge after it
     assert here == [] and writer._merger_process.started == 1 and count(db) == 7
-    write_segment(db, recorded(2, rollout="r3").spans)
-    writer._merge(0.0)  # and flushes go to it from then on
-    assert here == [] and writer._merger_process.started == 1 and count(db) == 9
     writer.close()
+
+
+def test_a_short_script_never_loads_duckdb_and_its_spans_are_stored_at_exit(tmp_path):
+    """The README's shape: configure, one call, a plain exit (no flush). The exit's merge is the
+    child's: DuckDB never enters the agent's process, and the span is in the file after it."""
+    db = tmp_path / "runs.duckdb"
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('duckdb' in sys.modules, flush=True))\n"  # runs last: after the store's close
+        "import agent_rl_plugin as arl\n"
+        "arl.configure(db=sys.argv[1])\n"
+        "@arl.trace_agent\n"
+        "def answer(q):\n"
+        "    return q.upper()\n"
+        "answer('hi')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_RL_MERGER"}
+    out = subprocess.run([sys.executable, "-c", script, str(db)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    assert count(db) == 1 and list_segments(db) == []
 
 
 def test_a_dead_or_hung_child_is_replaced_and_nothing_is_lost(tmp_path, monkeypatch):
     db = tmp_path / "runs.duckdb"
     merger = MergerProcess(str(db))
     write_segment(db, recorded(2).spans)
-    assert merger.merge(wait_s=0.0, **LIMITS).results[0]["spans"] == 2
+    assert merger.merge(wait_s=0.0, limits=LIMITS).results[0]["spans"] == 2
     merger._child.kill()
     merger._child.wait()
     write_segment(db, recorded(5, rollout="r2").spans)
-    outcome = merger.merge(wait_s=0.0, **LIMITS)  # a new child takes over
+    outcome = merger.merge(wait_s=0.0, limits=LIMITS)  # a new child takes over
     assert merger.started == 2 and outcome.results[0]["spans"] == 5 and count(db) == 7
     merger.reply_timeout_s = 0.0  # a child that does not answer in time is stopped
     write_segment(db, recorded(1, rollout="r3").spans)
     child = merger._child
-    assert merger.merge(wait_s=0.0, **LIMITS) is None and child.poll() is not None
+    assert merger.merge(wait_s=0.0, limits=LIMITS) is None and child.poll() is not None
     merger.reply_timeout_s = 60.0
-    assert merger.merge(wait_s=0.0, **LIMITS) is not None and merger.started == 3
+    assert merger.merge(wait_s=0.0, limits=LIMITS) is not None and merger.started == 3
     assert list_segments(db) == [] and count(db) == 8
     merger.close()
 
@@ -133,13 +152,13 @@ def test_the_child_ignores_ctrl_c_and_ends_when_its_input_closes(tmp_path):
     db = tmp_path / "runs.duckdb"
     write_segment(db, recorded(2).spans)
     merger = MergerProcess(str(db))
-    assert merger.merge(wait_s=0.0, **LIMITS) is not None
+    assert merger.merge(wait_s=0.0, limits=LIMITS) is not None
     child = merger._child
     os.kill(child.pid, signal.SIGINT)  # what Ctrl+C in the agent's terminal sends its group
     time.sleep(0.3)
     assert child.poll() is None
     write_segment(db, recorded(1, rollout="r2").spans)
-    assert merger.merge(wait_s=0.0, **LIMITS).results[0]["spans"] == 1
+    assert merger.merge(wait_s=0.0, limits=LIMITS).results[0]["spans"] == 1
     merger.close(timeout_s=30)
     assert child.returncode == 0 and count(db) == 3
 
@@ -148,9 +167,8 @@ def test_the_child_outlives_a_killed_agent_only_to_finish_and_leave(tmp_path):
     db = tmp_path / "runs.duckdb"
     script = (
         "import sys, time\n"
-        "from agent_rl_plugin.store.merger_process import MergerProcess\n"
-        "m = MergerProcess(sys.argv[1]); m.merge(wait_s=0.0, max_leases=1, max_segments=1, max_rows=1,"
-        " merge_threads=1)\n"
+        "from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess\n"
+        "m = MergerProcess(sys.argv[1]); m.merge(wait_s=0.0, limits=LeaseLimits(1, 1, 1, 1))\n"
         "print(m._child.pid, flush=True); time.sleep(60)\n"
     )
     agent = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
@@ -173,7 +191,7 @@ def test_merge_leases_reports_an_interrupt_as_deferred(tmp_path, monkeypatch):
         raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
 
     monkeypatch.setattr(lease, "try_merge", interrupted)
-    outcome = merge_leases(str(db), wait_s=0.0, **LIMITS)
+    outcome = merge_leases(str(db), wait_s=0.0, limits=LIMITS)
     assert outcome.interrupted and outcome.error is None and outcome.failure(str(db)) is None
 
 
@@ -184,7 +202,7 @@ def test_a_full_disk_in_the_child_keeps_its_errno(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "write failed")  # only the errno says why
 
     monkeypatch.setattr(lease, "try_merge", full)
-    outcome = merge_leases(str(tmp_path / "x.duckdb"), wait_s=0.0, **LIMITS)
+    outcome = merge_leases(str(tmp_path / "x.duckdb"), wait_s=0.0, limits=LIMITS)
     from agent_rl_plugin.store.errors import storage_problem
 
     failure = outcome.failure(str(tmp_path / "x.duckdb"))
@@ -196,14 +214,14 @@ def test_a_forked_agent_starts_its_own_child(tmp_path):
     db = tmp_path / "runs.duckdb"
     write_segment(db, recorded(2).spans)
     merger = MergerProcess(str(db))
-    merger.merge(wait_s=0.0, **LIMITS)
+    merger.merge(wait_s=0.0, limits=LIMITS)
     parent_child = merger._child.pid
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the forked process
         try:
             write_segment(db, recorded(1, rollout="forked").spans)
-            outcome = merger.merge(wait_s=5.0, **LIMITS)
+            outcome = merger.merge(wait_s=5.0, limits=LIMITS)
             ok = outcome is not None and merger._child.pid != parent_child and merger.started == 2
             os.write(write, b"1" if ok else b"0")
         finally:
@@ -220,7 +238,7 @@ def test_a_fork_that_outlives_the_agent_does_not_keep_its_merger_alive(tmp_path)
     db = tmp_path / "runs.duckdb"
     write_segment(db, recorded(2).spans)
     merger = MergerProcess(str(db))
-    merger.merge(wait_s=0.0, **LIMITS)
+    merger.merge(wait_s=0.0, limits=LIMITS)
     child = merger._child
     pid = os.fork()
     if pid == 0:  # pragma: no cover - a worker forked by the agent, still busy
@@ -239,5 +257,5 @@ def test_a_merger_that_never_answers_is_given_up_after_a_few_tries(tmp_path, mon
     write_segment(db, recorded(2).spans)
     monkeypatch.setattr(sys, "executable", "/bin/true")  # starts, and ends without a word
     merger = MergerProcess(str(db))
-    assert [merger.merge(wait_s=0.0, **LIMITS) for _ in range(6)] == [None] * 6
+    assert [merger.merge(wait_s=0.0, limits=LIMITS) for _ in range(6)] == [None] * 6
     assert merger.started == 3  # then no process start per merge: the agent merges itself

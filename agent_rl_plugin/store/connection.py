@@ -58,7 +58,7 @@ from agent_rl_plugin.store.migrations import applied_migrations, pending_migrati
 from agent_rl_plugin.store.opening import open_write_connection
 from agent_rl_plugin.store.reading import overlay_unmerged
 from agent_rl_plugin.store.snapshots import announced_receiver, open_snapshot
-from agent_rl_plugin.store.spool import CHUNK_SEGMENTS
+from agent_rl_plugin.store.spool import CHUNK_SEGMENTS, list_segments
 
 logger = logging.getLogger("agent_rl_plugin.store")
 
@@ -125,8 +125,11 @@ def open_reader(
         with write_lease(text, wait_s=wait_s, what="creating the database"):
             pass
     try:  # best effort, not waiting (and leftovers of dead writers removed): the overlay shows
-        # what is not merged; the first reader of a file still being created waits for it.
-        try_merge(text, wait_s=0.0 if os.path.exists(text) else min(1.0, wait_s), max_segments=CHUNK_SEGMENTS)
+        # what is not merged; the first reader of a file still being created waits for it (as
+        # long as a reader waits for a lock when segments are waiting: an agent's merger may be
+        # creating it, and the segments need the file to be shown).
+        creating_wait_s = wait_s if list_segments(text) else min(1.0, wait_s)
+        try_merge(text, wait_s=0.0 if os.path.exists(text) else creating_wait_s, max_segments=CHUNK_SEGMENTS)
     except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
         logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):

@@ -8,9 +8,9 @@ process instead: its own memory stays flat, and merges run on another core while
 Contract:
 
 * :func:`merge_leases` is the one definition of a recording process's merge: up to
-  ``max_leases`` short leases (:func:`~agent_rl_plugin.store.lease.try_merge`) of at most
-  ``max_rows`` rows and ``merge_threads`` DuckDB threads each, stopping when nothing is left or
-  the file is busy. It never raises: an interrupted merge (rolled back; its segments wait) and a
+  ``limits.max_leases`` short leases (:func:`~agent_rl_plugin.store.lease.try_merge`) of at most
+  ``limits.max_rows`` rows and ``limits.merge_threads`` DuckDB threads each (:class:`LeaseLimits`),
+  stopping when nothing is left or the file is busy. It never raises: an interrupted merge (rolled back; its segments wait) and a
   failure come back in the :class:`MergeOutcome`.
 * :class:`MergerProcess` runs :func:`merge_leases` in a child (this module's :func:`main`, in the
   same copy of the package as the agent's), started on the first :meth:`~MergerProcess.merge`,
@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Callable
 
 #: Longest a request may take beyond its lock wait before the child counts as hung (it is then
@@ -53,6 +53,23 @@ MAX_FAILURES = 3
 #: (a ``sitecustomize`` that prints) is skipped; ``main`` sends all later output of the child's
 #: own (DuckDB prints its progress bar to file descriptor 1) to ``os.devnull``.
 _REPLY = b"agent-rl-merger-reply:"
+
+
+@dataclass(frozen=True)
+class LeaseLimits:
+    """How much one merge may do: at most ``max_leases`` leases in a row, each of at most
+    ``max_segments`` segments and ``max_rows`` span rows (whole segments, at least one), on
+    ``merge_threads`` DuckDB threads."""
+
+    max_leases: int
+    max_segments: int
+    max_rows: int
+    merge_threads: int
+
+    @classmethod
+    def from_request(cls, request: dict[str, Any]) -> LeaseLimits:
+        """The limits a merger request carries (its fields as integers)."""
+        return cls(**{f.name: int(request[f.name]) for f in fields(cls)})
 
 
 @dataclass
@@ -82,23 +99,24 @@ def merge_leases(
     path: str,
     *,
     wait_s: float,
-    max_leases: int,
-    max_segments: int,
-    max_rows: int,
-    merge_threads: int,
+    limits: LeaseLimits,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> MergeOutcome:
-    """Merge ``path``'s spool segments in up to ``max_leases`` leases (see the module contract),
-    before each lease but the first asking ``keep_going()``."""
+    """Merge ``path``'s spool segments in up to ``limits.max_leases`` leases (see the module
+    contract), before each lease but the first asking ``keep_going()``."""
     from agent_rl_plugin.store.lease import try_merge
 
     outcome = MergeOutcome()
-    for lease in range(max_leases):
+    for lease in range(limits.max_leases):
         if lease and not keep_going():
             return outcome
         try:
             result = try_merge(
-                path, wait_s=wait_s, max_segments=max_segments, max_rows=max_rows, merge_threads=merge_threads
+                path,
+                wait_s=wait_s,
+                max_segments=limits.max_segments,
+                max_rows=limits.max_rows,
+                merge_threads=limits.merge_threads,
             )
         except Exception as exc:  # noqa: BLE001 - handed back, never raised into the recorder
             if "Interrupt" in type(exc).__name__:
@@ -165,9 +183,8 @@ class MergerProcess:
         """Children are started where ``select`` works on pipes (POSIX) and Python can be run."""
         return os.name == "posix" and bool(sys.executable)
 
-    def merge(self, *, wait_s: float, lock_wait_s: float | None = None, **limits: int) -> MergeOutcome | None:
-        """Ask the child to run :func:`merge_leases` (``wait_s`` for the file's lock; ``limits``:
-        ``max_leases``, ``max_segments``, ``max_rows``, ``merge_threads``) and return its outcome;
+    def merge(self, *, wait_s: float, limits: LeaseLimits, lock_wait_s: float | None = None) -> MergeOutcome | None:
+        """Ask the child to run :func:`merge_leases` (``wait_s`` for the file's lock) and return its outcome;
         ``None`` when it could not be asked or did not answer in time. ``lock_wait_s`` bounds the
         wait for a request already in progress (default: as long as it takes); a caller that gave
         up waiting gets ``MergeOutcome()`` (that merge covers its segments)."""
@@ -184,7 +201,7 @@ class MergerProcess:
             if child is None:
                 self._failures = MAX_FAILURES
                 return None
-            request = json.dumps({"wait_s": wait_s, **limits}).encode() + b"\n"
+            request = json.dumps({"wait_s": wait_s, **asdict(limits)}).encode() + b"\n"
             try:
                 assert child.stdin is not None
                 child.stdin.write(request)
@@ -305,10 +322,7 @@ def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
         outcome = merge_leases(
             path,
             wait_s=float(request["wait_s"]),
-            max_leases=int(request["max_leases"]),
-            max_segments=int(request["max_segments"]),
-            max_rows=int(request["max_rows"]),
-            merge_threads=int(request["merge_threads"]),
+            limits=LeaseLimits.from_request(request),
             keep_going=lambda: os.getppid() == parent,
         )
         import resource  # POSIX only, as the child

@@ -19,14 +19,15 @@ and flush semantics):
   (``flush_merge_wait_s``, 0: readers see unmerged segments anyway, so the agent never waits
   for another process), at close waiting up to ``close_merge_wait_s`` (2 s). When another process holds the file, the segments stay for
   the next merge (a reader shows them meanwhile): nothing is lost and the agent never waits.
-* From the first background merge that finds segments waiting (an agent recording for longer
-  than ``merge_interval_s``), its merges (background, flush and close) are done by a child process
-  (:class:`~agent_rl_plugin.store.merger_process.MergerProcess`), with the same leases, waits and
-  counts: DuckDB's memory, which grows with the file, stays out of
-  the agent's process, and merges run beside the recording instead of taking turns with it for the
-  GIL. A short run (flushed or closed before that) merges in its own process, as does a run
-  whose child cannot be started or does not answer.
-  ``AGENT_RL_MERGER=process`` uses the child from the first merge, ``thread`` never.
+* Merges are done by a child process (:class:`~agent_rl_plugin.store.merger_process.MergerProcess`),
+  started by the first merge that finds segments waiting (background, flush or close), with the
+  same leases, waits and counts: DuckDB (its library, and its memory, which grows with the file)
+  never enters the agent's process, and merges run beside the recording instead of taking turns
+  with it for the GIL. The flush or close that starts it waits for it to start (a fraction of a
+  second, once per writer). A run whose child cannot be started or does not answer merges in its
+  own process. ``AGENT_RL_MERGER=process`` starts the child at the first merge even with nothing
+  waiting; ``thread`` never starts one (the agent merges itself, in its merger thread and on flush
+  and close, as the Windows and embedded-Python fallback does).
 * The database is never held between merges, so other processes (readers, scorers, other
   agents) can open it at any time but during a merge's fraction of a second.
 * :meth:`reader_cursor` flushes and returns ``None``: readers open the file themselves.
@@ -43,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from agent_rl_plugin.store.errors import StoreError, storage_problem
-from agent_rl_plugin.store.merger_process import MergerProcess, merge_leases
+from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess, merge_leases
 from agent_rl_plugin.store.rows import SpanBatch
 from agent_rl_plugin.store.spool import (
     CHUNK_SEGMENTS,
@@ -90,10 +91,15 @@ MERGER_MODES = ("auto", "process", "thread")
 MERGER_JOIN_TIMEOUT_S = 30.0
 
 
+#: The mode when ``AGENT_RL_MERGER`` names none (the test suite sets ``thread`` for its own process:
+#: a merger child per test that records would cost it minutes; subprocesses it starts get ``auto``).
+DEFAULT_MERGER_MODE = "auto"
+
+
 def merger_mode_from_env() -> str:
-    """``AGENT_RL_MERGER`` when it names a mode of ``MERGER_MODES``, else ``auto``."""
-    mode = os.environ.get("AGENT_RL_MERGER", "auto").strip().lower()
-    return mode if mode in MERGER_MODES else "auto"
+    """``AGENT_RL_MERGER`` when it names a mode of ``MERGER_MODES``, else ``DEFAULT_MERGER_MODE``."""
+    mode = os.environ.get("AGENT_RL_MERGER", "").strip().lower()
+    return mode if mode in MERGER_MODES else DEFAULT_MERGER_MODE
 
 
 class SpoolWriter(StoreWriter):
@@ -170,38 +176,31 @@ class SpoolWriter(StoreWriter):
     def _merge_in_background(self) -> None:
         while not self._stop_merging.wait(self.merge_interval_s):
             try:
-                self._merge(0.0, background=True)
+                self._merge(0.0)
             except Exception as exc:  # noqa: BLE001 - reported; the next merge tries again
                 self._report("merge", exc)
 
-    def _merge(self, wait_s: float, background: bool = False) -> None:
+    def _merge(self, wait_s: float) -> None:
         """Merge in leases of at most ``MERGE_MAX_ROWS`` rows each (one DuckDB thread), so that
         a backlog (segments that waited while another process held the file) never holds the
         file, nor memory, for long at a time; readers and writers get the file between the
         leases, and what is left waits for the next merge. The merger process does it when this
         writer has one, or starts one (:meth:`_merger_for_merge`); this process does it otherwise,
         and when the merger could not answer."""
-        limits = {
-            "max_leases": MAX_LEASES_PER_MERGE,
-            "max_segments": CHUNK_SEGMENTS,
-            "max_rows": MERGE_MAX_ROWS,
-            "merge_threads": MERGE_THREADS,
-        }
+        limits = LeaseLimits(
+            max_leases=MAX_LEASES_PER_MERGE,
+            max_segments=CHUNK_SEGMENTS,
+            max_rows=MERGE_MAX_ROWS,
+            merge_threads=MERGE_THREADS,
+        )
         outcome = None
-        merger = self._merger_for_merge(background)
+        merger = self._merger_for_merge()
         if merger is not None:
-            outcome = merger.merge(wait_s=wait_s, lock_wait_s=None if wait_s > 0 else 0.0, **limits)
+            outcome = merger.merge(wait_s=wait_s, limits=limits, lock_wait_s=None if wait_s > 0 else 0.0)
             if outcome is not None and outcome.peak_rss_mb is not None:
                 self.merger_peak_rss_mb = max(self.merger_peak_rss_mb or 0.0, outcome.peak_rss_mb)
         if outcome is None:
-            outcome = merge_leases(
-                self.path,
-                wait_s=wait_s,
-                max_leases=MAX_LEASES_PER_MERGE,
-                max_segments=CHUNK_SEGMENTS,
-                max_rows=MERGE_MAX_ROWS,
-                merge_threads=MERGE_THREADS,
-            )
+            outcome = merge_leases(self.path, wait_s=wait_s, limits=limits)
         for fields in outcome.results:
             self._count(fields)
         if outcome.interrupted:
@@ -211,15 +210,14 @@ class SpoolWriter(StoreWriter):
         if failure is not None:
             self._report("merge", failure)
 
-    def _merger_for_merge(self, background: bool) -> MergerProcess | None:
+    def _merger_for_merge(self) -> MergerProcess | None:
         """The merger process to merge with; ``None``: merge in this process. ``auto`` starts
-        one for the first background merge that finds segments waiting (the agent has recorded
-        for longer than ``merge_interval_s``), and a flush or close uses it once started;
+        one for the first merge that finds segments waiting (none is started for nothing);
         ``AGENT_RL_MERGER=process`` starts one for any merge, ``thread`` never."""
         if self.merger_mode == "thread" or not MergerProcess.supported():
             return None
         if self._merger_process is None:
-            if self.merger_mode != "process" and not (background and list_segments(self.path)):
+            if self.merger_mode != "process" and not list_segments(self.path):
                 return None
             with self._lock:
                 if self._merger_process is None:
