@@ -53,6 +53,15 @@ def _worker(url: str, n: int, rounds: int, batch: int, ready: Any, starts: list,
                 failed += len(spans[k : k + batch])
         done.put((r, len(spans), failed, time.perf_counter() - started, time.process_time() - cpu))
     exporter.shutdown()
+    # Breakdown only, after every round (off the clock, while the parent waits): the CPU time of
+    # the exporter's own encoding step (spans -> protobuf bytes) on the first round's spans.
+    starts[rounds].wait()
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    spans, cpu = per_round[0], time.process_time()
+    for k in range(0, len(spans), batch):
+        encode_spans(spans[k : k + batch]).SerializePartialToString()
+    done.put(("encode", len(spans), time.process_time() - cpu))
 
 
 def in_process_rate(spans: list, path: Path, batch: int) -> tuple[float, int]:
@@ -80,7 +89,7 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
     receiver = Receiver(str(path), port=0, token="", announce=False).start()
     ctx = mp.get_context("spawn")
     ready, done = ctx.Queue(), ctx.Queue()
-    starts = [ctx.Event() for _ in range(rounds)]
+    starts = [ctx.Event() for _ in range(rounds + 1)]  # the last: measure the senders' encoding
     workers = [
         ctx.Process(target=_worker, args=(receiver.url, n, rounds, batch, ready, starts, done), daemon=True)
         for _ in range(processes)
@@ -95,6 +104,8 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
         "sender_cpu_s": 0.0,
         "receiver_cpu_s": 0.0,
         "wall_s": 0.0,
+        "encoded": 0,
+        "encode_cpu_s": 0.0,
     }
     try:
         for worker in workers:
@@ -122,6 +133,11 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
             out["in_process"].append(rate)
             out["local_dropped"] += dropped
             log(f"receiver: round {r + 1}/{rounds}: {out['receiver'][-1]:,.0f} spans/s; in-process {rate:,.0f}")
+        starts[rounds].set()
+        for _ in workers:
+            _, encoded, encode_cpu = done.get(timeout=600)
+            out["encoded"] += encoded
+            out["encode_cpu_s"] += encode_cpu
         for worker in workers:
             worker.join(60)
     finally:
@@ -149,24 +165,34 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
 def breakdown(out: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """Where a span's time goes, per span over every round, in CPU time (robust to other load on
     the machine): the receiver's threads decoding (body -> SDK spans), converting (-> rows) and
-    committing (the writer's inserts); the senders' processes (the SDK's encoding and HTTP) and
-    the receiver's whole process. ``cpu_busy``: the share of all cores those used during the
-    rounds (below 1: other work on the machine, or idle waits); ``cpu_ceiling_spans_per_s``: the
-    rate the cores allow at that cost if all were busy with it, and
-    ``senders_alone_ceiling_spans_per_s`` the same for the senders alone (a receiver costing
-    nothing): the clock includes the SDK's encoding in the 4 processes."""
+    committing (the writer thread's inserts); the senders' processes (the SDK's encoding and
+    HTTP) and the receiver's whole process. ``receiver_other_us_per_span``: the receiver
+    process's CPU outside those three timers (DuckDB's own worker threads during the inserts,
+    HTTP parsing and answering, the writer's queue). ``sender_encode_us_per_span``: the SDK's
+    encoding step alone (``encode_spans(...).SerializePartialToString()``, what
+    ``OTLPSpanExporter.export`` does before posting), timed in each sender after the rounds.
+    ``cpu_busy``: the share of all cores those used during the rounds (below 1: other work on
+    the machine, or idle waits); ``cpu_ceiling_spans_per_s``: the rate the cores allow at that
+    cost if all were busy with it, ``senders_alone_ceiling_spans_per_s`` the same for the
+    senders alone (a receiver costing nothing: the clock includes the SDK's encoding in the 4
+    processes) and ``senders_encode_ceiling_spans_per_s`` for their encoding step alone."""
     sent = max(out["sent"], 1)
     sender, receiver = out["sender_cpu_s"] / sent, out["receiver_cpu_s"] / sent
     cpus = os.cpu_count() or 1
+    encode = out["encode_cpu_s"] / out["encoded"] if out["encoded"] else 0.0
+    timed = stats["decode_s"] + stats["convert_s"] + stats["commit_s"]
     return {
         "decode_us_per_span": round(stats["decode_s"] / sent * 1e6, 2),
         "convert_us_per_span": round(stats["convert_s"] / sent * 1e6, 2),
         "commit_us_per_span": round(stats["commit_s"] / sent * 1e6, 2),
         "sender_cpu_us_per_span": round(sender * 1e6, 2),
         "receiver_cpu_us_per_span": round(receiver * 1e6, 2),
+        "receiver_other_us_per_span": round((out["receiver_cpu_s"] - timed) / sent * 1e6, 2),
+        "sender_encode_us_per_span": round(encode * 1e6, 2),
         "cpu_busy": round((out["sender_cpu_s"] + out["receiver_cpu_s"]) / max(out["wall_s"] * cpus, 1e-9), 3),
         "cpu_ceiling_spans_per_s": round(cpus / (sender + receiver)) if sender + receiver else None,
         "senders_alone_ceiling_spans_per_s": round(cpus / sender) if sender else None,
+        "senders_encode_ceiling_spans_per_s": round(cpus / encode) if encode else None,
     }
 
 
