@@ -301,22 +301,41 @@ class Redactor:
         each item is redacted as a value of its own) and, in their NUL-joined text, no
         literal test nor pattern match. False means "not known": the caller redacts as usual.
         Nested values and ``str`` subclasses always answer False (fail closed)."""
+        return self.cannot_change_all((attributes,))
+
+    def cannot_change_all(self, mappings: Iterable[Mapping[str, Any]]) -> bool:
+        """:meth:`cannot_change` for many mappings at once (a batch of spans): True only when
+        :meth:`redact_attributes` would change none of the values of any of them. The strings of
+        every mapping are joined with NUL and tested once, which is sound for the same reason as
+        within one mapping (a default pattern that matches in one string matches in the joined
+        text; see :meth:`_matches_joined`). Strings shorter than :data:`MIN_LENGTH` (never
+        changed) are joined too: more text can only add matches, so this stays sound. False
+        means "not known" for at least one mapping: the caller asks per mapping."""
         if not self.defaults_only:
             return False
-        texts = []
-        for value in attributes.values():
-            kind = type(value)
-            if kind is str:
-                if len(value) >= MIN_LENGTH:
-                    texts.append(value)
-            elif kind is tuple:  # an OTel sequence: redact_value masks each str item as a value
-                kinds = set(map(type, value))
-                if not kinds <= _NO_TEXT_OR_STR:
+        values: list[Any] = []
+        extend = values.extend
+        for attributes in mappings:
+            extend(attributes.values())
+        kinds = set(map(type, values))
+        texts: list[str]
+        if kinds <= _NO_TEXT_OR_STR:  # the common case: C loops only
+            texts = list(filter(_is_str, values)) if str in kinds else []
+        else:
+            texts = []
+            add = texts.append
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    add(value)
+                elif kind is tuple:  # an OTel sequence: redact_value masks each str item as a value
+                    item_kinds = set(map(type, value))
+                    if not item_kinds <= _NO_TEXT_OR_STR:
+                        return False
+                    if str in item_kinds:
+                        texts.extend(item for item in value if type(item) is str)
+                elif kind not in _NO_TEXT:
                     return False
-                if str in kinds:
-                    texts.extend(item for item in value if type(item) is str and len(item) >= MIN_LENGTH)
-            elif kind not in _NO_TEXT:
-                return False
         if not texts:
             return True
         # One scan of the strings joined rules out the common case (no literal, no regex).
@@ -356,6 +375,7 @@ def _search_of(regex: re.Pattern[str]) -> Callable[[str], bool]:
 #: Value types that hold no text :meth:`Redactor.redact_value` could change.
 _NO_TEXT = frozenset({int, float, bool, bytes, type(None)})
 _NO_TEXT_OR_STR = _NO_TEXT | {str}
+_is_str = str.__instancecheck__  # among values of the types above: True only for str
 
 
 # --- the redactor of a config ------------------------------------------------------------

@@ -34,7 +34,7 @@ import atexit
 import logging
 import signal
 import threading
-from typing import Any, Callable, cast
+from typing import Any, Callable, Sequence, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -52,6 +52,7 @@ from agent_rl_plugin.span_queue import BackPressureExporter, CountingBatchSpanPr
 from agent_rl_plugin.transform import (
     TransformingSpanExporter,
     span_unchanged,
+    spans_unchanged,
     with_attribute_transform,
     with_attributes,
 )
@@ -386,7 +387,15 @@ class _CopyOnlyChangedExporter(TransformingSpanExporter):
     """See :func:`_copy_only_changed`. Each attribute mapping goes through the transform
     exactly once, as in ``TransformingSpanExporter``; a span whose transformed attributes
     and events equal the originals (same keys in the same order, same values) and that
-    dropped nothing (a copy would report zero drops) is passed on unchanged."""
+    dropped nothing (a copy would report zero drops) is passed on unchanged. A batch for which
+    the transform's ``unchanged_all`` holds (one check over every span and event, see
+    :func:`~agent_rl_plugin.transform.spans_unchanged`) is passed on as it is."""
+
+    def _copies(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        unchanged_all = getattr(self._transform, "unchanged_all", None)
+        if unchanged_all is not None and spans_unchanged(spans, unchanged_all):
+            return list(spans)
+        return [self._copy(span) for span in spans]
 
     def _copy(self, span: ReadableSpan) -> ReadableSpan:
         name = span.name

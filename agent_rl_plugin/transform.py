@@ -47,6 +47,10 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     the only implementation is the built-in one (:mod:`agent_rl_plugin.redaction`), no content
     key is to be dropped and :meth:`~agent_rl_plugin.redaction.Redactor.cannot_change` rules out
     every secret. Any other implementation makes it always False (the transform must run).
+    Its ``unchanged_all(mappings) -> bool`` attribute is True only when ``unchanged`` would be
+    True for every one of ``mappings`` (a batch's span and event attributes, checked with one
+    scan: :meth:`~agent_rl_plugin.redaction.Redactor.cannot_change_all`); False means "ask per
+    mapping".
     """
     redactor = redactor_for(config, refresh=True)
     impls = get_plugin_manager().hook.agent_rl_transform_attributes.get_hookimpls()
@@ -80,8 +84,21 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
         current = redactor_for(config)  # what the hook itself would use
         return current is None or current.cannot_change(attributes)
 
+    def unchanged_all(mappings: Sequence[Mapping[str, Any]]) -> bool:
+        if not only_builtin:
+            return False
+        if not config.capture_content and any(
+            k in CONTENT_KEYS or k.startswith(CONTENT_PREFIXES) for attributes in mappings for k in attributes
+        ):
+            return False
+        if not config.redact:
+            return True
+        current = redactor_for(config)
+        return current is None or current.cannot_change_all(mappings)
+
     transform.redactor = redactor  # type: ignore[attr-defined]
     transform.unchanged = unchanged  # type: ignore[attr-defined]
+    transform.unchanged_all = unchanged_all  # type: ignore[attr-defined]
     return transform
 
 
@@ -101,6 +118,27 @@ def span_unchanged(span: ReadableSpan, unchanged: Callable[[Mapping[str, Any]], 
         if event_attributes and not unchanged(_mapping(event_attributes)):
             return False
     return True
+
+
+def spans_unchanged(
+    spans: Sequence[ReadableSpan], unchanged_all: Callable[[Sequence[Mapping[str, Any]]], bool]
+) -> bool:
+    """:func:`span_unchanged` for a whole batch with one check: True only when no span dropped an
+    attribute, event or link and ``unchanged_all`` (a transform's, see
+    :func:`make_attribute_transform`) holds for every span's and every event's attributes."""
+    mappings: list[Mapping[str, Any]] = []
+    add = mappings.append
+    for span in spans:
+        if span.dropped_attributes or span.dropped_events or span.dropped_links:
+            return False
+        events, _ = _events_and_links(span)
+        attributes = span._attributes if _plain(type(span)) else span.attributes  # noqa: SLF001 - read only
+        if attributes:
+            add(_mapping(attributes))
+        for event in events:
+            if event.attributes:
+                add(_mapping(event.attributes))
+    return unchanged_all(mappings)
 
 
 def _mapping(attributes: Any) -> Mapping[str, Any]:
@@ -127,13 +165,17 @@ class TransformingSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         redactor = getattr(self._transform, "redactor", None)
         try:
-            copies = [self._copy(span) for span in spans]
+            copies = self._copies(spans)
             if redactor is not None:
                 copies = [redact_span_fields(span, redactor) for span in copies]
         except Exception:
             logger.warning("agent-rl: could not transform spans; batch dropped", exc_info=True)
             return SpanExportResult.FAILURE
         return self.inner.export(copies)
+
+    def _copies(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        """The spans with transformed attributes (each through :meth:`_copy`)."""
+        return [self._copy(span) for span in spans]
 
     def _copy(self, span: ReadableSpan) -> ReadableSpan:
         name = span.name

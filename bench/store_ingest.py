@@ -123,12 +123,19 @@ def exporter_rate(spans: list[ReadableSpan], path: Path, batch: int, plain: bool
     started = time.perf_counter()
     for k in range(1, len(spans), batch):
         exporter.export(spans[k : k + batch])
+    exported = time.perf_counter()
     assert exporter.force_flush(600_000)
+    flushed = time.perf_counter()
     merge_rest(path)
     seconds = time.perf_counter() - started
     stats = exporter.stats
     exporter.shutdown()
-    return (len(spans) - 1) / seconds, stats
+    # breakdown (info only): export() calls (conversion on this thread), the flush wait, the last merge
+    n = len(spans) - 1
+    stats["us_per_span_in_export"] = (exported - started) / n * 1e6
+    stats["us_per_span_in_flush"] = (flushed - exported) / n * 1e6
+    stats["us_per_span_in_merge_rest"] = (started + seconds - flushed) / n * 1e6
+    return n / seconds, stats
 
 
 def merge_rest(path: Path) -> None:
@@ -296,6 +303,8 @@ def run(ctx: Context) -> Row:
         digests.setdefault("dropped", 0)
         digests["dropped"] += stats["spans_dropped"]
         digests["ours"] = table_digest(path, exclude_span=f"{spans[0].context.span_id:016x}")
+        for key in ("us_per_span_in_export", "us_per_span_in_flush", "us_per_span_in_merge_rest"):
+            digests.setdefault(key, []).append(stats[key])
         path.unlink()
         return rate
 
@@ -371,6 +380,10 @@ def run(ctx: Context) -> Row:
         us_per_span_bulk=1e6 / row.baselines[0].median,
         us_per_span_json_files=1e6 / row.baselines[1].median,
         us_per_span_insert_per_span=1e6 / row.baselines[2].median,
+        **{
+            f"ours_{key}": Measure(key, "us", digests[key]).median
+            for key in ("us_per_span_in_export", "us_per_span_in_flush", "us_per_span_in_merge_rest")
+        },
     )
     row.notes.append(
         f"plain exporter (no normalisers, no redaction): {row.info['plain_exporter_spans_per_s']:,.0f} spans/s"

@@ -79,8 +79,12 @@ def test_ten_thousand_spans_land_in_few_batches(exporter, tmp_path: Path):
     assert 1 <= stats["batches_written"] <= 20  # one INSERT per merged batch, not per span
     exp.shutdown()
     path = tmp_path / "spans.duckdb"
-    assert read(path, "select count(*), count(distinct span_id), count(distinct rollout_id) from spans") == [(10_000, 10_000, 1_000)]
-    assert read(path, "select min(json_extract(attributes, '$.i')::int), max(json_extract(attributes, '$.i')::int) from spans") == [(0, 9_999)]
+    assert read(path, "select count(*), count(distinct span_id), count(distinct rollout_id) from spans") == [
+        (10_000, 10_000, 1_000)
+    ]
+    assert read(
+        path, "select min(json_extract(attributes, '$.i')::int), max(json_extract(attributes, '$.i')::int) from spans"
+    ) == [(0, 9_999)]
 
 
 def test_force_flush_waits_for_the_commit(exporter, tmp_path: Path, monkeypatch):
@@ -117,7 +121,9 @@ def test_shutdown_flushes_closes_and_refuses_later_spans(exporter, tmp_path: Pat
     assert exp.export(finished_spans(2)) is SpanExportResult.FAILURE
     assert exp.stats["spans_dropped"] == 2
     assert exp.force_flush(100)
-    assert not any(t.name.startswith("agent-rl-writer") and t.is_alive() for t in threading.enumerate() if str(tmp_path) in t.name)
+    assert not any(
+        t.name.startswith("agent-rl-writer") and t.is_alive() for t in threading.enumerate() if str(tmp_path) in t.name
+    )
 
 
 def test_unserialisable_nan_and_bytes_values_are_stored_safely(exporter, tmp_path: Path):
@@ -131,7 +137,15 @@ def test_unserialisable_nan_and_bytes_values_are_stored_safely(exporter, tmp_pat
 
     def transform(attrs: dict[str, Any], span_name: str) -> dict[str, Any]:
         attrs = dict(attrs)
-        attrs.update(obj=Opaque(), broken=Broken(), nan=math.nan, inf=-math.inf, raw=b"\xff\xfe", text=b"ok", nested={"s": {1, 2}})
+        attrs.update(
+            obj=Opaque(),
+            broken=Broken(),
+            nan=math.nan,
+            inf=-math.inf,
+            raw=b"\xff\xfe",
+            text=b"ok",
+            nested={"s": {1, 2}},
+        )
         return attrs
 
     exp = exporter()
@@ -180,19 +194,22 @@ def test_a_span_that_cannot_be_converted_loses_only_itself(exporter, tmp_path: P
 
 
 def test_a_row_the_database_rejects_does_not_lose_the_batch(exporter, tmp_path: Path, monkeypatch, caplog):
-    real = rows_module.SpanConverter._encode_attributes
+    real = rows_module.c_iterencode  # the encoder of span attributes (inlined in SpanConverter._row)
+    assert real is not None
 
-    def sometimes_invalid(self: Any, attributes: dict[str, Any]) -> str:
-        return "{not json" if attributes.get("bad") else real(self, attributes)
+    def sometimes_invalid(value: Any, indent: int) -> Any:
+        return ["{not json"] if isinstance(value, dict) and value.get("bad") else real(value, indent)
 
-    monkeypatch.setattr(rows_module.SpanConverter, "_encode_attributes", sometimes_invalid)
+    monkeypatch.setattr(rows_module, "c_iterencode", sometimes_invalid)
     spans = finished_spans(40)
     bad = finished_spans(1, {"bad": True}, name="the bad one")
     provider = TracerProvider()
     collect = Collect()
     provider.add_span_processor(collect)
     with provider.get_tracer("t").start_as_current_span("rewarded") as span:
-        span.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "r", sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0})
+        span.add_event(
+            sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "r", sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0}
+        )
     exp = exporter()
     exp.export(spans[:20] + bad + collect.spans + spans[20:])
     assert exp.force_flush(30_000)
@@ -201,7 +218,9 @@ def test_a_row_the_database_rejects_does_not_lose_the_batch(exporter, tmp_path: 
     assert stats["rewards_written"] == 1
     assert "JSON" in stats["last_error"] or "json" in stats["last_error"]
     exp.shutdown()
-    assert read(tmp_path / "spans.duckdb", "select count(*), count(*) filter (where name = 'the bad one') from spans") == [(41, 0)]
+    assert read(
+        tmp_path / "spans.duckdb", "select count(*), count(*) filter (where name = 'the bad one') from spans"
+    ) == [(41, 0)]
     assert read(tmp_path / "spans.duckdb", "select name, value from rewards") == [("r", 1.0)]
 
 
@@ -293,14 +312,30 @@ def test_reward_event_values_are_coerced(exporter, tmp_path: Path):
     collect = Collect()
     provider.add_span_processor(collect)
     with provider.get_tracer("t").start_as_current_span("r", attributes={sc.ROLLOUT_ID: "ro"}) as span:
-        span.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "as_text", sc.GEN_AI_EVALUATION_SCORE_VALUE: "0.75", sc.STEP_INDEX: "2"})
-        span.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "label_only", sc.GEN_AI_EVALUATION_SCORE_LABEL: "pass", sc.REWARD_METADATA: "not json"})
-        span.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "human", sc.GEN_AI_EVALUATION_SCORE_VALUE: True, sc.REWARD_SOURCE: "human"})
+        span.add_event(
+            sc.EVENT_EVALUATION_RESULT,
+            {sc.GEN_AI_EVALUATION_NAME: "as_text", sc.GEN_AI_EVALUATION_SCORE_VALUE: "0.75", sc.STEP_INDEX: "2"},
+        )
+        span.add_event(
+            sc.EVENT_EVALUATION_RESULT,
+            {
+                sc.GEN_AI_EVALUATION_NAME: "label_only",
+                sc.GEN_AI_EVALUATION_SCORE_LABEL: "pass",
+                sc.REWARD_METADATA: "not json",
+            },
+        )
+        span.add_event(
+            sc.EVENT_EVALUATION_RESULT,
+            {sc.GEN_AI_EVALUATION_NAME: "human", sc.GEN_AI_EVALUATION_SCORE_VALUE: True, sc.REWARD_SOURCE: "human"},
+        )
     exp = exporter()
     exp.export(collect.spans)
     exp.export(collect.spans)  # the same span again: same reward ids, so stored once
     exp.shutdown()
-    rewards = read(tmp_path / "spans.duckdb", "select name, value, label, step_index, metrics, source, rollout_id, reward_id from rewards order by created_at, name")
+    rewards = read(
+        tmp_path / "spans.duckdb",
+        "select name, value, label, step_index, metrics, source, rollout_id, reward_id from rewards order by created_at, name",
+    )
     assert [r[:7] for r in rewards] == [
         ("as_text", 0.75, None, 2, None, "emitted", "ro"),
         ("label_only", None, "pass", None, '"not json"', "emitted", "ro"),
@@ -328,13 +363,21 @@ def test_lone_surrogates_are_replaced_not_fatal(exporter, tmp_path: Path):
     collect = Collect()
     provider.add_span_processor(collect)
     with provider.get_tracer("t").start_as_current_span(name, attributes={"path": name}) as span:
-        span.add_event(sc.EVENT_EVALUATION_RESULT, {sc.GEN_AI_EVALUATION_NAME: "r", sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0,
-                                                     sc.GEN_AI_EVALUATION_EXPLANATION: name})
+        span.add_event(
+            sc.EVENT_EVALUATION_RESULT,
+            {
+                sc.GEN_AI_EVALUATION_NAME: "r",
+                sc.GEN_AI_EVALUATION_SCORE_VALUE: 1.0,
+                sc.GEN_AI_EVALUATION_EXPLANATION: name,
+            },
+        )
     exp = exporter()
     exp.export(finished_spans(2) + collect.spans)
     exp.shutdown()
     assert exp.stats["spans_written"] == 3 and exp.stats["spans_dropped"] == 0
-    (stored_name, attributes) = read(tmp_path / "spans.duckdb", "select name, attributes from spans where name like 'open%'")[0]
+    (stored_name, attributes) = read(
+        tmp_path / "spans.duckdb", "select name, attributes from spans where name like 'open%'"
+    )[0]
     assert stored_name == "open /tmp/caf\ufffd.txt"
     assert json.loads(attributes)["path"] == "open /tmp/caf\ufffd.txt"
     assert read(tmp_path / "spans.duckdb", "select reason from rewards") == [("open /tmp/caf\ufffd.txt",)]

@@ -45,6 +45,9 @@ _iterencode = (
     if c_make_encoder is not None
     else None
 )
+#: The C encoder :func:`fast_encode` calls (``"".join(c_iterencode(value, 0))`` is its result for
+#: a dict or list), for callers that inline the hot path; ``None`` without the C accelerator.
+c_iterencode: Callable[[Any, int], Any] | None = _iterencode
 _py_encode = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, default=_default, check_circular=False, separators=(",", ":")
 ).encode

@@ -38,25 +38,23 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.util import BoundedList
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.serialize import truncate
 from agent_rl_plugin.store import arrow_columns
-from agent_rl_plugin.store.encoding import clean_text, encode_attributes, encode_json, fast_encode
+from agent_rl_plugin.store.encoding import c_iterencode, clean_text, encode_attributes, encode_json, fast_encode
+from agent_rl_plugin.store.span_parts import REWARD_NAMESPACE, HexIds, reward_row, span_fields, str_or_none
 from agent_rl_plugin.store.validation import (
     DROPPED_ATTRIBUTES,
     MAX_SPAN_ATTRIBUTES_SIZE,
     InvalidSpan,
     cap_attributes,
-    check_ids,
     fix_times,
 )
 
@@ -69,7 +67,7 @@ EXCEPTION_EVENT = "exception"
 EXCEPTION_TYPE = "exception.type"
 EXCEPTION_MESSAGE = "exception.message"
 
-REWARD_NAMESPACE = uuid.UUID("6f1c1a52-6a3e-4d0e-9a55-0b6f3b0e8a11")
+__all__ = ["REWARD_NAMESPACE", "SPAN_SCHEMA", "REWARD_SCHEMA", "SpanBatch", "SpanConverter", "rewards_to_table"]
 
 #: Arrow schema of a converted batch; the INSERT in :mod:`~agent_rl_plugin.store.batch` maps it
 #: onto the ``spans`` table, deriving the timestamps and the denormalised columns (rollout_id,
@@ -142,42 +140,6 @@ def _triggers(normalizers: Sequence[tuple[str, Normalizer]]) -> frozenset[str] |
     return frozenset(union)
 
 
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else value if isinstance(value, str) else str(value)
-
-
-def _float_or_none(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None if value is None else float(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _int_or_none(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if -(2**31) <= number < 2**31 else None
-
-
-def _json_or_wrapped(value: Any) -> str | None:
-    """``value`` as JSON text: valid JSON text is kept, anything else is encoded."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            json.loads(value)
-            return value
-        except ValueError:
-            return encode_json(value)
-    return encode_json(value)
-
-
 class SpanConverter:
     """Turns ``ReadableSpan`` objects into :class:`SpanBatch` es (see the module contract).
 
@@ -215,9 +177,15 @@ class SpanConverter:
     def transform(self, transform: AttributeTransform | None) -> None:
         self._transform = transform
         self._unchanged: Callable[[Mapping[str, Any]], bool] | None = getattr(transform, "unchanged", None)
+        self._unchanged_all: Callable[[Sequence[Mapping[str, Any]]], bool] | None = getattr(
+            transform, "unchanged_all", None
+        )
 
-    def _transformed(self, attrs: dict[str, Any], span_name: str) -> dict[str, Any]:
-        """``attrs`` (the caller's copy) after the transform, which must be set."""
+    def _transformed(self, attrs: dict[str, Any], span_name: str, known_unchanged: bool = False) -> dict[str, Any]:
+        """``attrs`` (the caller's copy) after the transform, which must be set; ``known_unchanged``:
+        the batch check (``unchanged_all``) already holds for ``attrs``, so they are kept."""
+        if known_unchanged:
+            return attrs
         unchanged = self._unchanged
         if unchanged is not None and unchanged(attrs):
             return attrs
@@ -242,7 +210,7 @@ class SpanConverter:
         if redactor is not None:
             redactor.redact_attributes(attrs)
         text = encode_json(attrs)
-        service = _str_or_none(attrs.get("service.name"))
+        service = str_or_none(attrs.get("service.name"))
         if len(self._resources) > 64:
             self._resources.clear()
         self._resources[id(resource)] = (resource, text, service, redactor)
@@ -265,6 +233,7 @@ class SpanConverter:
         rollout_id: str,
         rewards: list[dict[str, Any]],
         redactor: Any = None,
+        known_unchanged: bool = False,
     ) -> str:
         transform = self.transform
         out = []
@@ -274,10 +243,10 @@ class SpanConverter:
         for position, event in enumerate(events):
             event_attrs = dict(event.attributes or {})
             if transform is not None:
-                event_attrs = self._transformed(event_attrs, span_name)
+                event_attrs = self._transformed(event_attrs, span_name, known_unchanged)
             out.append({"name": names[position], "time": event.timestamp, "attributes": event_attrs})
             if event.name == sc.EVENT_EVALUATION_RESULT:
-                rewards.append(self._reward(event_attrs, event.timestamp, trace_hex, span_hex, position, rollout_id))
+                rewards.append(reward_row(event_attrs, event.timestamp, trace_hex, span_hex, position, rollout_id))
         text = encode_json(out)
         if self.max_attribute_size is not None and len(text) > self.max_attribute_size:
             for item in out:
@@ -285,27 +254,13 @@ class SpanConverter:
             text = encode_json(out)
         return text
 
-    @staticmethod
-    def _reward(
-        attrs: Mapping[str, Any], time_ns: int | None, trace_hex: str, span_hex: str, position: int, rollout_id: str
-    ) -> dict[str, Any]:
-        return {
-            "reward_id": str(uuid.uuid5(REWARD_NAMESPACE, f"{trace_hex}:{span_hex}:{position}")),
-            "rollout_id": _str_or_none(attrs.get(sc.ROLLOUT_ID)) or rollout_id,
-            "step_index": _int_or_none(attrs.get(sc.STEP_INDEX)),
-            "name": _str_or_none(attrs.get(sc.GEN_AI_EVALUATION_NAME)),
-            "value": _float_or_none(attrs.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)),
-            "label": _str_or_none(attrs.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)),
-            "reason": _str_or_none(attrs.get(sc.GEN_AI_EVALUATION_EXPLANATION)),
-            "metrics": _json_or_wrapped(attrs.get(sc.REWARD_METADATA)),
-            "source": _str_or_none(attrs.get(sc.REWARD_SOURCE)) or "emitted",
-            "created_unix_nano": time_ns,
-            "trace_id": trace_hex,
-            "span_id": span_hex,
-        }
-
     def _exception_error(
-        self, events: Sequence[Any], attrs: dict[str, Any], span_name: str, message: str | None
+        self,
+        events: Sequence[Any],
+        attrs: dict[str, Any],
+        span_name: str,
+        message: str | None,
+        known_unchanged: bool = False,
     ) -> str | None:
         """The status message of a failed span, completed from its last ``exception`` event
         when it lacks a status message or ``error.type``: a missing ``error.type`` in ``attrs``
@@ -320,12 +275,12 @@ class SpanConverter:
             return message
         event_attrs = dict(event.attributes or {})
         if self.transform is not None:
-            event_attrs = self._transformed(event_attrs, span_name)
-        kind = _str_or_none(event_attrs.get(EXCEPTION_TYPE)) or None
+            event_attrs = self._transformed(event_attrs, span_name, known_unchanged)
+        kind = str_or_none(event_attrs.get(EXCEPTION_TYPE)) or None
         if kind is not None and sc.ERROR_TYPE not in attrs:
             attrs[sc.ERROR_TYPE] = kind
         if message is None:
-            text = _str_or_none(event_attrs.get(EXCEPTION_MESSAGE)) or None
+            text = str_or_none(event_attrs.get(EXCEPTION_MESSAGE)) or None
             message = f"{kind}: {text}" if kind and text else kind or text
             if message is not None and self.max_attribute_size is not None:
                 message = truncate(message, self.max_attribute_size)
@@ -352,60 +307,90 @@ class SpanConverter:
     def _encode_attributes(self, attrs: dict[str, Any]) -> str:
         # The common case inline (one C encoder call); anything unusual goes the careful way.
         try:
-            text = fast_encode(attrs)
+            text = "".join(c_iterencode(attrs, 0)) if c_iterencode is not None else fast_encode(attrs)
         except Exception:
             return encode_attributes(attrs, self.max_attribute_size)
         if self.max_attribute_size is not None and len(text) > self.max_attribute_size:
             return encode_attributes(attrs, self.max_attribute_size)
         return text
 
-    def _encode_capped(self, attrs: dict[str, Any]) -> str:
-        text = self._encode_attributes(attrs)
+    def _encode_capped(self, attrs: dict[str, Any], text: str | None = None) -> str:
+        """The attributes' JSON (``text``: already encoded by :meth:`_encode_attributes`), capped
+        at ``max_span_attributes_size`` (counted in the batch's ``truncated``)."""
+        if text is None:
+            text = self._encode_attributes(attrs)
         budget = self.max_span_attributes_size
         if budget is not None and len(text) > budget:
             text = cap_attributes(attrs, budget, self._encode_attributes)
             self._truncated.count += 1
         return text
 
-    def _row(self, span: ReadableSpan, rewards: list[dict[str, Any]]) -> tuple[Any, ...]:
-        """One row of :data:`SPAN_SCHEMA` (rewards of its events appended to ``rewards``)."""
-        (context, parent, name, attrs, events, links, resource, scope, status, kind, start, end) = _fields(span)
-        check_ids(context.trace_id, context.span_id)
-        end = fix_times(attrs, start, end)
-        trace_hex = f"{context.trace_id:032x}"
-        span_hex = f"{context.span_id:016x}"
+    def _row(
+        self,
+        fields: tuple[Any, ...],
+        rewards: list[dict[str, Any]],
+        known_unchanged: bool = False,
+        hexes: HexIds | None = None,
+    ) -> tuple[Any, ...]:
+        """One row of :data:`SPAN_SCHEMA` from a span's :func:`span_fields` (rewards of its events
+        appended to ``rewards``); ``known_unchanged``: the transform's batch check holds for the
+        span's and its events' attributes (they are kept as they are); ``hexes``: the batch's
+        memory of hex ids."""
+        (context, parent, name, attrs, events, links, resource, scope, status, kind, start, end) = fields
+        if hexes is None:
+            hexes = HexIds()
+        trace_id, span_id, trace_hex, span_hex = hexes.ids(context)  # InvalidSpan for all-zero ids
+        if start is not None and end is not None and end < start:
+            end = fix_times(attrs, start, end)
         redactor = None
         transform = self._transform
         if transform is not None:
-            attrs = self._transformed(attrs, name)
+            if not known_unchanged:
+                attrs = self._transformed(attrs, name)
             redactor = getattr(transform, "redactor", None)
         if self._normalizers and (self._triggers is None or not self._triggers.isdisjoint(attrs)):
             self._normalize(attrs, name)
         if events:
             rollout_id = attrs.get(sc.ROLLOUT_ID)
             rollout_id = trace_hex if rollout_id is None else str(rollout_id)
-            events_json = self._events(events, name, trace_hex, span_hex, rollout_id, rewards, redactor)
+            events_json = self._events(
+                events, name, trace_hex, span_hex, rollout_id, rewards, redactor, known_unchanged
+            )
         else:
             events_json = "[]"
         resource_json, service = self._resource(resource, redactor)
         status_code = getattr(status.status_code, "_name_", None) or "UNSET"
         status_message = status.description or None
         if status_code == "ERROR" and events and (status_message is None or sc.ERROR_TYPE not in attrs):
-            status_message = self._exception_error(events, attrs, name, status_message)
-        stored_name = name if isinstance(name, str) else str(name)
+            status_message = self._exception_error(events, attrs, name, status_message, known_unchanged)
+        stored_name = name if type(name) is str else name if isinstance(name, str) else str(name)
         if redactor is not None:
             stored_name = redactor.redact_name(stored_name)
             if status_message:
                 status_message = redactor.redact(status_message)
+        # the attributes' JSON: the common case inline (one C encoder call), see _encode_attributes
+        text = None
+        if c_iterencode is not None:
+            try:
+                text = "".join(c_iterencode(attrs, 0))
+            except Exception:
+                text = None
+            else:
+                max_size = self.max_attribute_size
+                if max_size is not None and len(text) > max_size:
+                    text = None
+        budget = self.max_span_attributes_size
+        if text is None or (budget is not None and len(text) > budget):
+            text = self._encode_capped(attrs, text)
         return (
             trace_hex,
             span_hex,
-            None if parent is None else f"{parent.span_id:016x}",
+            hexes.parent(parent),
             stored_name,
             getattr(kind, "_name_", None) or str(kind),
             status_code,
             status_message,
-            self._encode_capped(attrs),
+            text,
             events_json,
             self._links(links, redactor) if links else "[]",
             resource_json,
@@ -417,6 +402,28 @@ class SpanConverter:
         )
 
     # --- a batch --------------------------------------------------------------------------
+    def _batch_unchanged(self, fetched: list[Any]) -> bool:
+        """True when the transform's ``unchanged_all`` holds for the span and event attributes of
+        every span of ``fetched`` (one check for the batch; see :mod:`agent_rl_plugin.transform`);
+        False means each mapping is checked on its own, as without the batch check."""
+        unchanged_all = self._unchanged_all
+        if self._transform is None or unchanged_all is None:
+            return False
+        mappings: list[Mapping[str, Any]] = []
+        add = mappings.append
+        for fields in fetched:
+            if isinstance(fields, Exception):
+                continue
+            add(fields[3])
+            for event in fields[4]:
+                event_attrs = event.attributes
+                if event_attrs:
+                    add(event_attrs._dict if type(event_attrs) is BoundedAttributes else event_attrs)
+        try:
+            return bool(unchanged_all(mappings))
+        except Exception:  # a transform whose check fails: each span goes the usual way
+            return False
+
     def convert(self, spans: Iterable[ReadableSpan]) -> SpanBatch:
         """Convert ``spans``; failures are counted, never raised (see the module contract)."""
         rows: list[tuple[Any, ...]] = []
@@ -424,10 +431,20 @@ class SpanConverter:
         failed = invalid = 0
         row = self._row
         self._truncated.count = 0
+        fetched: list[Any] = []  # per span: its fields, or the exception reading them raised
         for span in spans:
+            try:
+                fetched.append(span_fields(span))
+            except Exception as exc:
+                fetched.append(exc)
+        known_unchanged = self._batch_unchanged(fetched)
+        hexes = HexIds()
+        for fields in fetched:
             n_rewards = len(rewards)
             try:
-                rows.append(row(span, rewards))
+                if isinstance(fields, Exception):
+                    raise fields
+                rows.append(row(fields, rewards, known_unchanged, hexes))
             except Exception as exc:
                 del rewards[n_rewards:]
                 failed += 1
@@ -458,75 +475,6 @@ class SpanConverter:
         except (UnicodeError, pa.ArrowException):
             reward_table = rewards_to_table([{k: clean_text(v) for k, v in r.items()} for r in rewards])
         return SpanBatch(spans=table, rewards=reward_table, failed=failed, invalid=invalid, truncated=truncated)
-
-
-_PUBLIC = (
-    "name",
-    "context",
-    "parent",
-    "attributes",
-    "events",
-    "links",
-    "resource",
-    "instrumentation_scope",
-    "status",
-    "kind",
-    "start_time",
-    "end_time",
-)
-_fast_types: dict[type, bool] = {}
-
-
-def _has_plain_fields(cls: type) -> bool:
-    """True when ``cls`` reads its fields straight from ReadableSpan's private slots."""
-    ok = _fast_types.get(cls)
-    if ok is None:
-        ok = issubclass(cls, ReadableSpan) and all(
-            getattr(cls, attr, None) is getattr(ReadableSpan, attr) for attr in _PUBLIC
-        )
-        _fast_types[cls] = ok
-    return ok
-
-
-def _fields(span: ReadableSpan) -> tuple[Any, ...]:
-    """(context, parent, name, attributes copy, events, links, resource, scope, status, kind,
-    start ns, end ns). Reads the SDK's private fields when the class uses ReadableSpan's own
-    properties (20x faster than the public ones, which copy under locks); else the public API."""
-    if _has_plain_fields(type(span)):
-        attrs = span._attributes
-        attrs = dict(attrs._dict) if isinstance(attrs, BoundedAttributes) else dict(attrs or {})
-        events = span._events
-        events = events._dq if isinstance(events, BoundedList) else (events or ())  # type: ignore[attr-defined]  # _dq: private, not in the SDK's stub
-        links = span._links
-        links = links._dq if isinstance(links, BoundedList) else (links or ())  # type: ignore[attr-defined]  # as above
-        return (
-            span._context,
-            span._parent,
-            span._name,
-            attrs,
-            events,
-            links,
-            span._resource,
-            span._instrumentation_scope,
-            span._status,
-            span._kind,
-            span._start_time,
-            span._end_time,
-        )
-    return (
-        span.context,
-        span.parent,
-        span.name,
-        dict(span.attributes or {}),
-        span.events,
-        span.links,
-        span.resource,
-        span.instrumentation_scope,
-        span.status,
-        span.kind,
-        span.start_time,
-        span.end_time,
-    )
 
 
 def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
