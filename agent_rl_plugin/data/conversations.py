@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_rl_plugin import semconv as sc
+from agent_rl_plugin.data.arrow_messages import needs_full_path, plain_messages, prepend_system
 from agent_rl_plugin.data.split import FlatConversations, count_assistant, first_assistant, flatten, take_split
 from agent_rl_plugin.data.sql import (
     LLM_WHERE,
@@ -62,10 +63,11 @@ def _same_message(a: str, b: str) -> str:
     return f"({a}.role = {b}.role AND {a}.content = {b}.content)"
 
 
-def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
-    """Each rollout's number of LLM calls and its last call's input and output messages (the
-    last by start time, ties going to the row written last; without rowid, to the larger span
-    id). ``selected=None``: every rollout (spans of other rollouts are dropped later)."""
+def _texts_sql(selected: str | None, use_rowid: bool) -> str:
+    """The ``calls`` and ``texts`` CTEs: each rollout's number of LLM calls and its last call's
+    ``io`` (input, output and system instructions texts); the last by start time, ties going to
+    the row written last (without rowid, to the larger span id). ``selected=None``: every
+    rollout (spans of other rollouts are dropped later)."""
     paths = (
         f"['$.\"{sc.GEN_AI_INPUT_MESSAGES}\"', '$.\"{sc.GEN_AI_OUTPUT_MESSAGES}\"', "
         f"'$.\"{sc.GEN_AI_SYSTEM_INSTRUCTIONS}\"']"
@@ -87,7 +89,13 @@ def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
         SELECT c.rollout_id, c.n_calls, sp.span_id AS last_span,
                json_extract_string(sp.attributes, {paths}) AS io
         FROM calls c JOIN spans sp ON {join}
-    )
+    )"""
+
+
+def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
+    """Each rollout's number of LLM calls and its last call's normalised input and output
+    messages, all in SQL (see :func:`_texts_sql` for the selection)."""
+    return f"""{_texts_sql(selected, use_rowid)}
     SELECT rollout_id, n_calls, last_span, {with_system_sql("seen", "instructions")} AS base, out
     FROM (
         SELECT rollout_id, n_calls, last_span, {system_text_sql("io[3]")} AS instructions,
@@ -97,15 +105,51 @@ def _last_calls_sql(selected: str | None, use_rowid: bool) -> str:
     """
 
 
+def _parsed_calls_sql(selected: str | None, use_rowid: bool) -> str:
+    """As :func:`_last_calls_sql`, but the messages only parsed (``p_in``, ``p_out``: the plain
+    reading) with the system ``instructions`` beside them: :func:`last_calls` normalises them
+    in Arrow."""
+    return f"""{_texts_sql(selected, use_rowid)}
+    SELECT rollout_id, n_calls, last_span, {system_text_sql("io[3]")} AS instructions,
+           {plain_parse_sql("io[1]")} AS p_in, {plain_parse_sql("io[2]")} AS p_out
+    FROM texts
+    """
+
+
+def _query_last_calls(connection: duckdb.DuckDBPyConnection, selected: str | None, use_rowid: bool) -> pa.Table:
+    """:func:`last_calls` for one way of finding the last call (see :func:`_texts_sql`)."""
+    parsed = arrow(connection, _parsed_calls_sql(selected, use_rowid))
+    full = needs_full_path(parsed.column("p_in")) | needs_full_path(parsed.column("p_out"))
+    plain = parsed.filter(pa.array(~full)) if full.any() else parsed
+    table = pa.table(
+        {
+            "rollout_id": plain.column("rollout_id"),
+            "n_calls": plain.column("n_calls"),
+            "last_span": plain.column("last_span"),
+            "base": prepend_system(plain_messages(plain.column("p_in")), plain.column("instructions")),
+            "out": plain_messages(plain.column("p_out")),
+        }
+    )
+    if not full.any():
+        return table
+    # the rows the plain reading does not cover (list contents, GenAI parts...): all in SQL
+    ids = parsed.select(["rollout_id"]).filter(pa.array(full))
+    with registered(connection, ids, "full_path") as name:
+        rest = arrow(connection, _last_calls_sql(name, use_rowid))
+    return pa.concat_tables([table, rest.cast(table.schema)])
+
+
 def last_calls(connection: duckdb.DuckDBPyConnection, selected: str | None) -> pa.Table:
     """``rollout_id, n_calls, last_span, base, out`` for the rollouts of ``selected`` (every
     rollout when ``None``) with LLM calls (``base``/``out``: the last call's normalised input
     messages, after a ``system`` message from its instructions (:func:`with_system_sql`), and
-    output messages)."""
+    output messages). The SQL parses the messages; the common case is normalised with Arrow
+    kernels (:mod:`~agent_rl_plugin.data.arrow_messages`), other rows by the SQL of
+    :func:`_last_calls_sql` (the same lists either way; rows in no particular order)."""
     try:
-        return arrow(connection, _last_calls_sql(selected, use_rowid=True))
+        return _query_last_calls(connection, selected, use_rowid=True)
     except duckdb.BinderException:  # spans is not a base table (a view over files): no rowid
-        return arrow(connection, _last_calls_sql(selected, use_rowid=False))
+        return _query_last_calls(connection, selected, use_rowid=False)
 
 
 def repair_sql(suspects: str) -> str:

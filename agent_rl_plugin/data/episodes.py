@@ -9,7 +9,7 @@ report's ``failed_rollouts`` entry says how many rollouts the policy touched."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import duckdb
@@ -26,7 +26,14 @@ from agent_rl_plugin.data.conversations import (
     conversations,
 )
 from agent_rl_plugin.data.report import BuildReport, DatasetError
-from agent_rl_plugin.data.sql import arrow, combined_rewards, normalize_weights, registered, select_rollouts
+from agent_rl_plugin.data.sql import (
+    ROOTS_SQL,
+    arrow,
+    combined_rewards,
+    normalize_weights,
+    registered,
+    select_rollouts,
+)
 
 NO_REWARD = "no usable episode reward (none recorded, only error rows, or weights summing to 0)"
 FAILED = "failed rollout (error, timeout or cancelled; failed_rollouts=exclude)"
@@ -53,11 +60,22 @@ class Episodes:
 
     index: pa.Table
     conversations: Conversations
+    _last: tuple[np.ndarray, tuple[pa.Array, pa.Array]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def messages(self, rows: np.ndarray | None = None) -> tuple[pa.Array, pa.Array]:
-        """(prompt, completion) for the ``index`` rows ``rows`` (default: all), in that order."""
+        """(prompt, completion) for the ``index`` rows ``rows`` (default: all), in that order.
+        The last answer is kept: asked again for the same rows (KTO and GRPO built together
+        when every group is kept and groups are contiguous), it is returned without a copy
+        (Arrow arrays are immutable)."""
         conv_rows = self.index.column("conv_row").to_numpy()
-        return self.conversations.messages(conv_rows if rows is None else conv_rows[np.asarray(rows, dtype=np.int64)])
+        wanted = conv_rows if rows is None else conv_rows[np.asarray(rows, dtype=np.int64)]
+        if self._last is not None and np.array_equal(self._last[0], wanted):
+            return self._last[1]
+        result = self.conversations.messages(wanted)
+        self._last = (wanted, result)
+        return result
 
 
 def _report_conversations(conv: Conversations, report: BuildReport) -> np.ndarray:
@@ -96,10 +114,14 @@ def episode_rows(
     except ValueError as exc:
         raise DatasetError(str(exc), getattr(exc, "hint", None)) from None
     report = report if report is not None else BuildReport()
-    selected = select_rollouts(connection, where=where, sql=sql)
-    report.rollouts = selected.num_rows
     weight_map = normalize_weights(weights)
-    selected, failed_ids, failed = split_failed(connection, selected, policy)
+    if where or sql:
+        selected = select_rollouts(connection, where=where, sql=sql)
+        report.rollouts = selected.num_rows
+        selected, failed_ids, failed = split_failed(connection, selected, policy)
+    else:  # every rollout: the outcomes come with the roots (one query)
+        selected, failed_ids, failed = _every_rollout(connection, policy)
+        report.rollouts = selected.num_rows + (len(failed_ids) if policy == "exclude" else 0)
     report.extra["failed_rollouts"] = failed
     if policy == "exclude":
         report.leave_out(FAILED, failed_ids, count=len(failed_ids), fix=FAILED_FIX)
@@ -140,6 +162,34 @@ def episode_rows(
                 """,
             )
     return Episodes(index, conv)
+
+
+def _every_rollout(
+    connection: duckdb.DuckDBPyConnection, policy: FailedRollouts
+) -> tuple[pa.Table, list[str], dict[str, object]]:
+    """``select_rollouts(connection)`` followed by ``split_failed(connection, selected,
+    policy)`` in one query: each root's outcome (:data:`~agent_rl_plugin.rl.failed.OUTCOME_SQL`)
+    is read with the root itself. Same ``(kept, failed_ids, report)``."""
+    from agent_rl_plugin.advantages.failed import failed_report
+    from agent_rl_plugin.rl.failed import OUTCOME_SQL, split_failed
+
+    # split_failed matches rollouts by id: a root without one is never failed there
+    outcome = f"CASE WHEN rollout_id IS NULL THEN 'ok' ELSE {OUTCOME_SQL} END"
+    query = ROOTS_SQL.replace(" FROM spans", f", {outcome} AS outcome FROM spans", 1)  # the roots, as select_rollouts
+    try:
+        table = arrow(connection, f"{query} ORDER BY start_time, rollout_id")
+    except duckdb.Error:
+        table = None
+    if table is None or table.num_rows == 0:  # the two steps, which say what is wrong (e.g. an empty store)
+        return split_failed(connection, select_rollouts(connection), policy)
+    bad = pc.not_equal(table.column("outcome"), "ok")
+    failed_rows = table.filter(bad)
+    ids = failed_rows.column("rollout_id").to_pylist()
+    report = failed_report(policy, ids, failed_rows.column("outcome").to_pylist())
+    selected = table.drop_columns(["outcome"])
+    if policy == "exclude" and ids:
+        selected = selected.filter(pc.invert(bad))
+    return selected, ids, report
 
 
 def _zero_rewards(rewards: pa.Table, failed_ids: list[str]) -> pa.Table:

@@ -35,11 +35,31 @@ GRPO_COLUMNS = ("prompt", "completions", "rewards", "advantages")
 EXTRA_COLUMNS = ("group_id", "task_id", "rollout_ids")
 
 
-def _advantages(rewards: np.ndarray, group_keys: list[Any], rollout_ids: list[str], scale: str) -> np.ndarray:
+class _Labels:
+    """Rollout ids for error messages, read from an Arrow column only when one is needed."""
+
+    def __init__(self, ids: pa.ChunkedArray | pa.Array) -> None:
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, row: int) -> Any:
+        return self._ids[row].as_py()
+
+
+def _advantages(
+    rewards: np.ndarray, group_keys: pa.ChunkedArray | pa.Array, rollout_ids: pa.ChunkedArray | pa.Array, scale: str
+) -> np.ndarray:
+    """GRPO advantages; the Arrow columns go to the estimator as they are (its Arrow fast path
+    hashes the group keys in C++: no Python list of 100k ids)."""
     from agent_rl_plugin.rl import grpo_advantages
 
     try:
-        return np.asarray(grpo_advantages(rewards, group_keys, scale=scale, rollout_ids=rollout_ids), dtype=float)
+        return np.asarray(
+            grpo_advantages(rewards, group_keys, scale=scale, rollout_ids=_Labels(rollout_ids)),  # type: ignore[arg-type]  # a lazy RowLabels
+            dtype=float,
+        )
     except ValueError as exc:
         raise DatasetError(f"GRPO advantages: {exc}") from None
 
@@ -138,8 +158,8 @@ def grpo_table(
     kept = index.filter(pa.array(~in_small)) if in_small.any() else index
     advantages = _advantages(
         kept.column("reward").to_numpy().astype(float),
-        kept.column("group_key").to_pylist(),
-        kept.column("rollout_id").to_pylist(),
+        kept.column("group_key"),
+        kept.column("rollout_id"),
         scale,
     )
     kept = kept.append_column("advantage", pa.array(advantages, pa.float64()))
