@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,8 +21,9 @@ from agent_rl_plugin.demo.run import run_groups
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def agent_rl(capsys, *args: str) -> tuple[int, str, str]:
-    """Run ``agent-rl ARGS`` in this process; returns (exit code, stdout, stderr)."""
+def agent_rl(capsys, *args: str) -> tuple[int | str, str, str]:
+    """Run ``agent-rl ARGS`` in this process; returns (exit code, stdout, stderr); the code is
+    whatever `SystemExit` carried (a message string exits 1)."""
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         main(list(args))
@@ -42,8 +42,15 @@ def recorded(db_path: Path) -> tuple[Path, list]:
 
 def test_query_shows_every_tool_call(recorded, capsys):
     path, results = recorded
-    code, out, _ = agent_rl(capsys, "query", "--db", str(path), "--format", "json",
-                            "select rollout_id, tool_name, arguments, result, error from tool_calls")
+    code, out, _ = agent_rl(
+        capsys,
+        "query",
+        "--db",
+        str(path),
+        "--format",
+        "json",
+        "select rollout_id, tool_name, arguments, result, error from tool_calls",
+    )
     assert code == 0
     rows = json.loads(out)
     assert {r["tool_name"] for r in rows} == {"lookup", "calculate"}
@@ -162,13 +169,18 @@ def test_database_from_environment(recorded, capsys, monkeypatch):
 def test_locked_database_names_the_fix(recorded, capsys, tmp_path):
     path, _ = recorded
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import duckdb, sys, time
             con = duckdb.connect({str(path)!r})
             print("locked", flush=True)
             time.sleep(30)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -181,7 +193,6 @@ def test_locked_database_names_the_fix(recorded, capsys, tmp_path):
 
 
 def test_demo_runs_end_to_end_from_the_console_script(tmp_path, demo_tour):
-    exe = shutil.which("agent-rl") or str(Path(sys.executable).parent / "agent-rl")
     db, summary = demo_tour.db, demo_tour.summary  # `agent-rl demo --tour --json`, run once per session
     assert summary["rollouts_run"] == 16
     rows = summary["rows"]
@@ -224,9 +235,31 @@ def test_demo_runs_end_to_end_from_the_console_script(tmp_path, demo_tour):
         ).fetchone() == ((8,) if method == "kto" else (16,)), method
     con.close()
     assert demo_tour.seconds < 180
-    # the human-readable run prints the tree and the next queries
-    human = subprocess.run([exe, "demo", "--tour", "--db", str(tmp_path / "demo2.duckdb")], capture_output=True, text=True, timeout=180)
-    assert human.returncode == 0, human.stderr
-    assert "Try next" in human.stdout and "execute_tool calculate" in human.stdout
-    assert "training runs" in human.stdout and "GiGPO" in human.stdout
-    assert "Advantages" in human.stdout
+
+
+def test_demo_human_output_prints_the_tree_the_training_and_the_next_queries(
+    tmp_path, demo_tour, plugin_manager, capsys, monkeypatch
+):
+    """``agent-rl demo --tour`` without ``--json``, in this process: it records, scores and
+    computes advantages for real; its training step (the same ``train_all`` call the JSON run
+    above makes from the console script, checked there) answers with that run's training
+    summaries, so the human rendering of them is checked without training three adapters again."""
+    from agent_rl_plugin.demo import training
+
+    db = tmp_path / "demo2.duckdb"
+    calls: list[tuple] = []
+
+    def trained_once(path, ids, advantages, on_start=None):
+        calls.append((path, ids, advantages))
+        return demo_tour.summary["training"]
+
+    monkeypatch.setattr(training, "train_all", trained_once)
+    code, out, err = agent_rl(capsys, "demo", "--tour", "--db", str(db))
+    assert code == 0, err
+    # the training step got this run's database, its 16 rollouts and the advantages just computed
+    ((path, ids, advantages),) = calls
+    assert path == str(db) and ids.count("'") == 2 * 16
+    assert advantages["grpo"]["rows"] == 16 and advantages["gigpo"]["rows"] >= 16 * 3
+    assert "Try next" in out and "execute_tool calculate" in out
+    assert "training runs" in out and "GiGPO" in out
+    assert "Advantages" in out

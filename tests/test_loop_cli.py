@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import pytest
@@ -14,15 +16,52 @@ import pytest
 pytest.importorskip("torch")
 
 
+def agent_rl_exe() -> str:
+    return shutil.which("agent-rl") or os.path.join(os.path.dirname(sys.executable), "agent-rl")
+
+
 def agent_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    exe = shutil.which("agent-rl") or os.path.join(os.path.dirname(sys.executable), "agent-rl")
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+    return subprocess.run([agent_rl_exe(), *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
-def test_loop_from_a_config_file_prints_its_rounds_as_json_and_records_them(tmp_path):
-    config = tmp_path / "loop.yaml"
-    config.write_text(f"env: grid\nmethod: rloo\nrounds: 3\ngroup_size: 2\noutput_dir: {tmp_path / 'run'}\n")
-    done = agent_rl("loop", "--config", str(config), "--rounds", "1", "--json")
+class Started:
+    """An ``agent-rl`` command started in the background, its output going to files;
+    :meth:`result` waits for it."""
+
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.folder = folder
+        with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+            self.process = subprocess.Popen([agent_rl_exe(), *args], stdout=out, stderr=err, cwd=folder)
+
+    def result(self) -> subprocess.CompletedProcess:
+        returncode = self.process.wait(timeout=600)
+        out, err = (self.folder / "stdout").read_text(), (self.folder / "stderr").read_text()
+        return subprocess.CompletedProcess(self.process.args, returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def loops(tmp_path_factory) -> Iterator[dict[str, tuple[Path, Started]]]:
+    """The two one-round loops of this module (``agent-rl loop --config`` and ``agent-rl demo``),
+    started together on first use: each trains with one torch thread, so on a machine with
+    several cores they run side by side. name -> (its folder, the started command)."""
+    config_dir = tmp_path_factory.mktemp("loop_config")
+    config = config_dir / "loop.yaml"
+    config.write_text(f"env: grid\nmethod: rloo\nrounds: 3\ngroup_size: 2\noutput_dir: {config_dir / 'run'}\n")
+    demo_dir = tmp_path_factory.mktemp("loop_demo")
+    started = {
+        "config": (config_dir, Started(config_dir, "loop", "--config", str(config), "--rounds", "1", "--json")),
+        "demo": (demo_dir, Started(demo_dir, "demo", "--db", str(demo_dir / "demo.duckdb"), "--rounds", "1", "--json")),
+    }
+    yield started
+    for _, command in started.values():
+        if command.process.poll() is None:
+            command.process.kill()
+            command.process.wait()
+
+
+def test_loop_from_a_config_file_prints_its_rounds_as_json_and_records_them(loops):
+    _, command = loops["config"]
+    done = command.result()
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [r["round"] for r in result["rounds"]] == [0, 1]
@@ -47,9 +86,10 @@ def test_bad_settings_exit_1_with_the_fix(tmp_path):
     assert done.returncode == 1 and "unknown settings learning_rate" in done.stderr
 
 
-def test_demo_is_the_loop_and_json_gives_the_rounds(tmp_path):
-    db = tmp_path / "demo.duckdb"
-    done = agent_rl("demo", "--db", str(db), "--rounds", "1", "--json")
+def test_demo_is_the_loop_and_json_gives_the_rounds(loops):
+    folder, command = loops["demo"]
+    db = folder / "demo.duckdb"
+    done = command.result()
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["loop_id"].startswith("demo-")
