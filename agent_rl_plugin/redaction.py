@@ -262,9 +262,17 @@ class Redactor:
 
     def redact_value(self, value: Any) -> Any:
         """``value`` with secrets masked in every string it holds (lists, tuples, dicts at any
-        depth; dict keys are kept); the same object when nothing changed."""
+        depth; dict keys are kept; UTF-8 bytes as text, masked ones becoming ``str``); the same
+        object when nothing changed."""
         if isinstance(value, str):
             return self.redact(value)
+        if isinstance(value, (bytes, bytearray)):  # the store and OTLP show UTF-8 bytes as text
+            try:
+                text = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                return value  # not text: stored as "<N bytes>"
+            redacted = self.redact(text)
+            return value if redacted is text else redacted  # masked: as text
         if isinstance(value, (list, tuple)):
             items = [self.redact_value(item) for item in value]
             if all(new is old for new, old in zip(items, value)):
@@ -297,8 +305,8 @@ class Redactor:
     def cannot_change(self, attributes: Mapping[str, Any]) -> bool:
         """True only when :meth:`redact_attributes` would change none of ``attributes``' values
         (it never changes ``attributes``): a redactor of default patterns, values that are plain
-        ``str`` (or no text at all: numbers, booleans, bytes), or tuples of those (OTel sequences:
-        each item is redacted as a value of its own) and, in their NUL-joined text, no
+        ``str`` (or no text at all: numbers, booleans, ``None``; not bytes), or tuples of those
+        (OTel sequences: each item is redacted as a value of its own) and, in their NUL-joined text, no
         literal test nor pattern match. False means "not known": the caller redacts as usual.
         Nested values and ``str`` subclasses always answer False (fail closed)."""
         return self.cannot_change_all((attributes,))
@@ -349,7 +357,7 @@ class Redactor:
             return False
         changed = False
         for key, value in attributes.items():
-            if isinstance(value, (str, list, tuple, dict)):
+            if isinstance(value, (str, list, tuple, dict, bytes, bytearray)):
                 new = self.redact_value(value)
                 if new is not value:
                     attributes[key] = new
@@ -373,7 +381,7 @@ def _search_of(regex: re.Pattern[str]) -> Callable[[str], bool]:
 
 
 #: Value types that hold no text :meth:`Redactor.redact_value` could change.
-_NO_TEXT = frozenset({int, float, bool, bytes, type(None)})
+_NO_TEXT = frozenset({int, float, bool, type(None)})  # not bytes: UTF-8 bytes are text to the store
 _NO_TEXT_OR_STR = _NO_TEXT | {str}
 _is_str = str.__instancecheck__  # among values of the types above: True only for str
 

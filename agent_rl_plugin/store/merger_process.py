@@ -18,7 +18,11 @@ Contract:
   started or did not answer within its timeout (the child is then stopped; a later call starts a
   new one): the caller merges in-process, or leaves the segments for the next merge. After
   ``MAX_FAILURES`` requests in a row without an answer (or a child that cannot start at all) it
-  returns ``None`` at once: that process merges by itself from then on.
+  returns ``None`` at once: that process merges by itself from then on. A new child says it is
+  ready before its first request; one that does not within ``START_TIMEOUT_S`` (a
+  ``sys.executable`` that is no Python) is stopped and counts as all ``MAX_FAILURES`` at once,
+  so a flush waits seconds for it once, not ``REPLY_TIMEOUT_S``. A frozen app (``sys.frozen``)
+  never starts one: its ``sys.executable`` is the app itself.
 * The child answers each request with one JSON line; it ignores Ctrl+C (sent to the whole
   terminal's process group: its parent decides) and exits when its input closes (the parent
   closed it or ended), after the merge in progress, so a DuckDB transaction is never cut short.
@@ -44,6 +48,10 @@ from typing import IO, Any, Callable
 #: Longest a request may take beyond its lock wait before the child counts as hung (it is then
 #: stopped, and its segments wait for the next merge: nothing is lost).
 REPLY_TIMEOUT_S = 300.0
+#: Longest a new child may take to say it is ready (its imports; ~0.3 s, seconds under load).
+#: One that does not (a ``sys.executable`` that is no Python: an embedding or frozen binary) is
+#: stopped, and this process merges from then on: a flush never waits for it again.
+START_TIMEOUT_S = 10.0
 #: How long stopping the child waits for it to finish its merge before killing it.
 STOP_TIMEOUT_S = 30.0
 #: Requests in a row without an answer after which a writer stops starting children and merges
@@ -53,6 +61,7 @@ MAX_FAILURES = 3
 #: (a ``sitecustomize`` that prints) is skipped; ``main`` sends all later output of the child's
 #: own (DuckDB prints its progress bar to file descriptor 1) to ``os.devnull``.
 _REPLY = b"agent-rl-merger-reply:"
+_READY = b"ready"  # the child's first reply, before any request
 
 
 @dataclass(frozen=True)
@@ -180,8 +189,9 @@ class MergerProcess:
 
     @staticmethod
     def supported() -> bool:
-        """Children are started where ``select`` works on pipes (POSIX) and Python can be run."""
-        return os.name == "posix" and bool(sys.executable)
+        """Children are started where ``select`` works on pipes (POSIX) and Python can be run
+        (not from a frozen app, whose ``sys.executable`` is the app itself)."""
+        return os.name == "posix" and bool(sys.executable) and not getattr(sys, "frozen", False)
 
     def merge(self, *, wait_s: float, limits: LeaseLimits, lock_wait_s: float | None = None) -> MergeOutcome | None:
         """Ask the child to run :func:`merge_leases` (``wait_s`` for the file's lock) and return its outcome;
@@ -197,10 +207,18 @@ class MergerProcess:
                 self._child, self._owner, self._buffer = None, os.getpid(), b""
             if self._failures >= MAX_FAILURES:
                 return None  # this process merges from now on: no process start per merge
-            child = self._child if self._child is not None and self._child.poll() is None else self._start()
+            fresh = self._child is None or self._child.poll() is not None
+            child = self._start() if fresh else self._child
             if child is None:
                 self._failures = MAX_FAILURES
                 return None
+            if fresh:
+                deadline = time.monotonic() + START_TIMEOUT_S
+                if self._read_line(child, deadline) != _READY:  # ended (a failure) or hung (given up)
+                    hung = time.monotonic() >= deadline
+                    self._failures = MAX_FAILURES if hung else self._failures + 1
+                    self._stop(child, kill=True)
+                    return None
             request = json.dumps({"wait_s": wait_s, **asdict(limits)}).encode() + b"\n"
             try:
                 assert child.stdin is not None
@@ -342,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
+    replies.write(_REPLY + _READY + b"\n")
+    replies.flush()
     _serve(os.path.abspath(args[0]), sys.stdin.buffer, replies)
 
 
