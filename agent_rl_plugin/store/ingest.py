@@ -30,7 +30,8 @@ import pyarrow as pa
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.store.batch import INSERT_REWARDS_SQL, REWARDS_VIEW, insert_batch
-from agent_rl_plugin.store.rows import SPAN_SCHEMA, SpanBatch, SpanConverter, rewards_to_table
+from agent_rl_plugin.store.rows import SPAN_SCHEMA, SpanBatch, rewards_to_table
+from agent_rl_plugin.store.span_parts import reward_row
 
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 Progress = Callable[[int], None]
@@ -222,7 +223,7 @@ def _rewards_from_events(connection: duckdb.DuckDBPyConnection) -> pa.Table | No
                 raw = event.get("attributes")
                 attrs = raw if isinstance(raw, dict) else {}
                 rewards.append(
-                    SpanConverter._reward(attrs, event.get("time"), trace_id, span_id, position, rollout_id or trace_id)
+                    reward_row(attrs, event.get("time"), trace_id, span_id, position, rollout_id or trace_id)
                 )
     return rewards_to_table(rewards)
 
