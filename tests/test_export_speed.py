@@ -162,14 +162,20 @@ def test_batch_conversion_equals_the_full_path(plugin_manager, config: RLConfig)
     assert used_fast_path
 
 
-def test_a_secret_in_one_event_of_a_clean_batch_is_masked(plugin_manager):
-    fast, _ = _converters(RLConfig(db_path=None))
-    spans = _random_spans(random.Random(7), 40, 0.0)
+def _one_secret_in_an_event() -> _Collect:
+    """A span with a clean attribute and one event holding a bearer token (in ``.spans``)."""
     provider = TracerProvider()
     collect = _Collect()
     provider.add_span_processor(collect)
     with provider.get_tracer("t").start_as_current_span("clean", attributes={"task": "task-1"}) as span:
         span.add_event("note", {"detail": f"Bearer {SECRETS[1][-24:]}"})
+    return collect
+
+
+def test_a_secret_in_one_event_of_a_clean_batch_is_masked(plugin_manager):
+    fast, _ = _converters(RLConfig(db_path=None))
+    spans = _random_spans(random.Random(7), 40, 0.0)
+    collect = _one_secret_in_an_event()
     batch = fast.convert(spans[:20] + collect.spans + spans[20:])
     events = batch.spans["events"].to_pylist()
     assert not any(SECRETS[1][-24:] in text for text in events)
@@ -294,11 +300,7 @@ def test_wrapper_masks_a_secret_in_one_event_of_a_batch(plugin_manager):
     keep = _Keep()
     wrapped = _wrapped(keep, RLConfig(db_path=None))
     spans = _random_spans(random.Random(8), 30, 0.0)
-    provider = TracerProvider()
-    collect = _Collect()
-    provider.add_span_processor(collect)
-    with provider.get_tracer("t").start_as_current_span("clean", attributes={"task": "task-1"}) as span:
-        span.add_event("note", {"detail": f"Bearer {SECRETS[1][-24:]}"})
+    collect = _one_secret_in_an_event()
     wrapped.export(spans[:10] + collect.spans + spans[10:])
     text = repr([s.to_json() for s in keep.batches[-1]])
     assert SECRETS[1][-24:] not in text and "[REDACTED]" in text

@@ -19,6 +19,7 @@ from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess
 from agent_rl_plugin.store.spool import list_segments, write_segment
 from agent_rl_plugin.tracing import _copy_only_changed
 from agent_rl_plugin.transform import with_attribute_transform
+from tests.test_store_merger_process import ONE_CALL_AGENT
 from tests.test_store_spool import count, recorded
 
 LIMITS = LeaseLimits(max_leases=8, max_segments=64, max_rows=8_192, merge_threads=1)
@@ -55,13 +56,8 @@ def test_an_agent_whose_executable_hangs_flushes_and_exits_in_seconds_with_its_s
     script = (
         "import sys, time\n"
         "sys.executable = sys.argv[2]\n"
-        "import agent_rl_plugin as arl\n"
-        "arl.configure(db=sys.argv[1])\n"
-        "@arl.trace_agent\n"
-        "def answer(q):\n"
-        "    return q.upper()\n"
-        "answer('hi')\n"
-        "t = time.perf_counter(); ok = arl.flush()\n"
+        + ONE_CALL_AGENT
+        + "t = time.perf_counter(); ok = arl.flush()\n"
         "print(ok, round(time.perf_counter() - t, 1), flush=True)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "AGENT_RL_MERGER"}

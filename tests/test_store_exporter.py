@@ -194,7 +194,7 @@ def test_a_span_that_cannot_be_converted_loses_only_itself(exporter, tmp_path: P
 
 
 def test_a_row_the_database_rejects_does_not_lose_the_batch(exporter, tmp_path: Path, monkeypatch, caplog):
-    real = rows_module.c_iterencode  # the encoder of span attributes (inlined in SpanConverter._row)
+    real = rows_module.c_iterencode  # the encoder of span attributes (SpanConverter._encode_attributes)
     assert real is not None
 
     def sometimes_invalid(value: Any, indent: int) -> Any:

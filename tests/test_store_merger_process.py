@@ -29,6 +29,18 @@ from tests.test_store_spool import count, recorded
 LIMITS = LeaseLimits(max_leases=8, max_segments=64, max_rows=8_192, merge_threads=1)
 
 
+#: A script's lines that record one call into the database named by its first argument (``sys``
+#: imported before them).
+ONE_CALL_AGENT = (
+    "import agent_rl_plugin as arl\n"
+    "arl.configure(db=sys.argv[1])\n"
+    "@arl.trace_agent\n"
+    "def answer(q):\n"
+    "    return q.upper()\n"
+    "answer('hi')\n"
+)
+
+
 def refuse_merging_here(monkeypatch) -> list[str]:
     """Make a merge in this process fail loudly (the child imports its own, untouched)."""
     calls: list[str] = []
@@ -89,12 +101,7 @@ def test_a_short_script_never_loads_duckdb_and_its_spans_are_stored_at_exit(tmp_
     script = (
         "import atexit, sys\n"
         "atexit.register(lambda: print('duckdb' in sys.modules, flush=True))\n"  # runs last: after the store's close
-        "import agent_rl_plugin as arl\n"
-        "arl.configure(db=sys.argv[1])\n"
-        "@arl.trace_agent\n"
-        "def answer(q):\n"
-        "    return q.upper()\n"
-        "answer('hi')\n"
+        + ONE_CALL_AGENT
     )
     env = {k: v for k, v in os.environ.items() if k != "AGENT_RL_MERGER"}
     out = subprocess.run([sys.executable, "-c", script, str(db)], env=env, capture_output=True, text=True, timeout=120)

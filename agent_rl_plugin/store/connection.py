@@ -128,8 +128,11 @@ def open_reader(
         # what is not merged; the first reader of a file still being created waits for it (as
         # long as a reader waits for a lock when segments are waiting: an agent's merger may be
         # creating it, and the segments need the file to be shown).
-        creating_wait_s = wait_s if list_segments(text) else min(1.0, wait_s)
-        try_merge(text, wait_s=0.0 if os.path.exists(text) else creating_wait_s, max_segments=CHUNK_SEGMENTS)
+        if os.path.exists(text):
+            lease_wait_s = 0.0
+        else:
+            lease_wait_s = wait_s if list_segments(text) else min(1.0, wait_s)
+        try_merge(text, wait_s=lease_wait_s, max_segments=CHUNK_SEGMENTS)
     except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
         logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
     if not os.path.exists(text):

@@ -314,11 +314,10 @@ class SpanConverter:
             return encode_attributes(attrs, self.max_attribute_size)
         return text
 
-    def _encode_capped(self, attrs: dict[str, Any], text: str | None = None) -> str:
-        """The attributes' JSON (``text``: already encoded by :meth:`_encode_attributes`), capped
-        at ``max_span_attributes_size`` (counted in the batch's ``truncated``)."""
-        if text is None:
-            text = self._encode_attributes(attrs)
+    def _encode_capped(self, attrs: dict[str, Any]) -> str:
+        """The attributes' JSON (:meth:`_encode_attributes`), capped at ``max_span_attributes_size``
+        (counted in the batch's ``truncated``)."""
+        text = self._encode_attributes(attrs)
         budget = self.max_span_attributes_size
         if budget is not None and len(text) > budget:
             text = cap_attributes(attrs, budget, self._encode_attributes)
@@ -368,20 +367,7 @@ class SpanConverter:
             stored_name = redactor.redact_name(stored_name)
             if status_message:
                 status_message = redactor.redact(status_message)
-        # the attributes' JSON: the common case inline (one C encoder call), see _encode_attributes
-        text = None
-        if c_iterencode is not None:
-            try:
-                text = "".join(c_iterencode(attrs, 0))
-            except Exception:
-                text = None
-            else:
-                max_size = self.max_attribute_size
-                if max_size is not None and len(text) > max_size:
-                    text = None
-        budget = self.max_span_attributes_size
-        if text is None or (budget is not None and len(text) > budget):
-            text = self._encode_capped(attrs, text)
+        text = self._encode_capped(attrs)
         return (
             trace_hex,
             span_hex,

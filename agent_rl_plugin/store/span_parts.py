@@ -6,7 +6,7 @@ Contract:
   the caller may change), reading ReadableSpan's private slots when the span's class uses
   ReadableSpan's own properties (20x faster than the public ones, which copy under locks), else
   through the public API. Same values either way.
-* :func:`hex_ids` gives the hex text of trace and span ids (``f"{id:032x}"`` /
+* :class:`HexIds` gives the hex text of trace and span ids (``f"{id:032x}"`` /
   ``f"{id:016x}"``), remembering them for one batch (spans of a batch share trace ids, and a
   parent's id is another span's).
 * :func:`reward_row` is the ``rewards`` row of an evaluation event; its values are coerced to the
