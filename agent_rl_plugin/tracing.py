@@ -44,6 +44,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, Tr
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from agent_rl_plugin import semconv
+from agent_rl_plugin.arrow_memory import lean_arrow_allocator
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.context import current_rollout_attributes, mark_covered
 from agent_rl_plugin.ids import PrivateIdGenerator
@@ -296,7 +297,8 @@ def _apply(config: RLConfig) -> None:
     if not STATE.atexit_registered:
         atexit.register(_flush_at_exit)
         STATE.atexit_registered = True
-    _set_exporters(_collect_exporters(config))
+    with lean_arrow_allocator():  # the store's exporters load pyarrow: see arrow_memory
+        _set_exporters(_collect_exporters(config))
     if config.flush_on_sigterm:
         _install_sigterm_handler()
     else:

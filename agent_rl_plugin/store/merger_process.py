@@ -45,6 +45,8 @@ import weakref
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Callable
 
+from agent_rl_plugin.arrow_memory import child_environment
+
 #: Longest a request may take beyond its lock wait before the child counts as hung (it is then
 #: stopped, and its segments wait for the next merge: nothing is lost).
 REPLY_TIMEOUT_S = 300.0
@@ -261,6 +263,7 @@ class MergerProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 close_fds=True,
+                env=child_environment(),  # its pyarrow commits arena memory on use: see arrow_memory
                 start_new_session=True,  # the terminal's signals go to the agent, which decides
             )
         except (OSError, ValueError):
