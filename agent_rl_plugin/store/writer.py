@@ -32,6 +32,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -99,7 +100,9 @@ _STOP = object()
 #: batches needs little memory and no parallelism, but DuckDB's defaults (80% of RAM, one
 #: thread per core) let its buffer pool and per-thread state grow by tens of MB in a recording
 #: agent. A reader served from the same connection (:meth:`StoreWriter.reader_cursor`) gets
-#: the defaults back first (its queries may need them).
+#: the defaults back first (its queries may need them); the writer sets these again before its
+#: first write after the last reader cursor is gone (a limit set under a running reader's query
+#: would cap that query: the settings belong to the whole DuckDB instance).
 WRITER_SETTINGS = (("memory_limit", "'64MB'"), ("threads", "1"))
 
 
@@ -160,6 +163,9 @@ class StoreWriter:
         self._closed = False
         self._open_failed_at: float | None = None
         self._merged_at = float("-inf")
+        self._readers = 0  # reader cursors handed out and not yet garbage (see WRITER_SETTINGS)
+        self._readers_lock = threading.Lock()
+        self._reader_settings = False  # the connection runs with DuckDB's defaults for readers
 
     # --- caller side ----------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -338,6 +344,7 @@ class StoreWriter:
         try:
             self._connection, _ = open_write_connection(self.path)
             _limit_writer_memory(self._connection)
+            self._reader_settings = False
         except Exception as exc:
             self._open_failed_at = time.monotonic()
             self._report("locked" if isinstance(exc, StoreLockedError) else "open", exc)
@@ -361,11 +368,27 @@ class StoreWriter:
             connection = self._open(force=True)
             assert connection is not None
             _restore_reader_settings(connection)
-            request.cursor = connection.cursor()
+            self._reader_settings = True
+            cursor = connection.cursor()
+            with self._readers_lock:
+                self._readers += 1
+            weakref.finalize(cursor, self._reader_gone)
+            request.cursor = cursor
         except BaseException as exc:
             request.error = exc
         finally:
             request.done.set()
+
+    def _reader_gone(self) -> None:
+        with self._readers_lock:
+            self._readers -= 1
+
+    def _limit_again_without_readers(self, connection: duckdb.DuckDBPyConnection) -> None:
+        """Writer thread, before a write: :data:`WRITER_SETTINGS` again once every reader
+        cursor served since they were reset is gone."""
+        if self._reader_settings and self._readers == 0:
+            _limit_writer_memory(connection)
+            self._reader_settings = False
 
     def _write(self, batches: list[SpanBatch]) -> None:
         from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
@@ -376,6 +399,7 @@ class StoreWriter:
             if connection is None:
                 self.stats.add(spans_dropped=n, batches_failed=1)
                 return
+            self._limit_again_without_readers(connection)
             spans = batches[0].spans if len(batches) == 1 else pa.concat_tables([b.spans for b in batches])
             reward_tables = [b.rewards for b in batches if b.rewards is not None]
             rewards = None

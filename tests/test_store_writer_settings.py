@@ -1,0 +1,68 @@
+"""The writer's DuckDB settings around readers it serves (``agent-rl serve``, an in-process
+``open_reader``): a reader cursor gets DuckDB's defaults, and the writer's small memory limit and
+single thread come back at its first write after the last reader cursor is gone, never while
+one is alive (the settings belong to the whole DuckDB instance, so a reader's running query
+would be capped)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import duckdb
+
+from agent_rl_plugin.store.writer import ExportStats, StoreWriter
+from tests.test_store_spool import recorded
+
+
+def settings_of(db: Path) -> dict[str, str]:
+    """The instance's settings, seen through a plain connection of this process (it joins the
+    writer's DuckDB instance and is no reader cursor of the writer's)."""
+    with duckdb.connect(str(db)) as view:
+        rows = view.execute("select name, value from duckdb_settings() where name in ('threads', 'memory_limit')")
+        return dict(rows.fetchall())
+
+
+def limited(db: Path) -> bool:
+    settings = settings_of(db)
+    return settings["threads"] == "1" and settings["memory_limit"] == "61.0 MiB"  # SET memory_limit = '64MB'
+
+
+def write(writer: StoreWriter, rollout: str) -> None:
+    assert writer.submit(recorded(3, rollout=rollout))
+    assert writer.flush(30.0)
+
+
+def test_the_writer_limits_come_back_after_the_last_reader_cursor_is_gone(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    problems: list[BaseException] = []
+    writer = StoreWriter(str(db), stats=ExportStats(), report=lambda kind, exc: problems.append(exc), linger_s=0.0)
+    try:
+        write(writer, "r1")
+        assert limited(db)  # only the writer: small
+
+        first = writer.reader_cursor(30.0)
+        second = writer.reader_cursor(30.0)
+        assert not limited(db)  # readers get DuckDB's defaults
+        write(writer, "r2")
+        assert not limited(db)  # two readers alive: the writer leaves them
+
+        first.close()
+        del first
+        gc.collect()
+        write(writer, "r3")
+        assert not limited(db)  # one reader still alive
+        assert second.execute("select count(*) from spans").fetchone() == (9,)
+
+        del second
+        gc.collect()
+        assert not limited(db)  # set again by the writer's next write, not by the garbage collector
+        write(writer, "r4")
+        assert limited(db)
+
+        third = writer.reader_cursor(30.0)  # and again for the next reader
+        assert not limited(db)
+        del third
+    finally:
+        writer.close()
+    assert problems == [] and writer.stats.snapshot()["spans_written"] == 12
