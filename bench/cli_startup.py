@@ -21,7 +21,10 @@ than the wall time.
 Correctness: the count printed by ``agent-rl query`` equals the baseline's and the store's span
 count; ``traces list`` prints the 20 newest rollouts (its short ids are prefixes of the ids
 DuckDB returns for the same order, and its ``--json`` output holds exactly those ids);
-``--help`` lists every built-in command.
+``--help`` lists every built-in command; and each of the three ran on the fast path
+(:mod:`agent_rl_plugin.cli.fast_path`): run once more under ``python -X importtime``, it prints
+what the timed run printed and imports none of typer, click, pydantic or pluggy (the typer app
+imports them all).
 
     python bench/cli_startup.py [--quick]
     python -m bench --only cli_startup [--quick]
@@ -92,6 +95,21 @@ class Child:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
         return wall
+
+
+#: What the typer app imports and the fast path does not.
+APP_ONLY_MODULES = ("typer", "click", "pydantic", "pydantic_core", "pluggy")
+
+
+def imported_modules(command: list[str], env: dict[str, str], cwd: Path) -> tuple[str, set[str]]:
+    """(stdout, top-level packages imported) of one more run of ``command`` under
+    ``python -X importtime`` (the console script is run by this Python)."""
+    argv = [sys.executable, "-X", "importtime", *(command[1:] if command[0] == sys.executable else command)]
+    proc = subprocess.run(argv, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:5])} ... exited {proc.returncode}: {proc.stderr[-1500:]}")
+    names = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", proc.stderr, re.M)
+    return proc.stdout, {name.split(".")[0] for name in names}
 
 
 def make_store(path: Path, rollouts: int) -> dict[str, Any]:
@@ -182,6 +200,17 @@ def run(ctx: Context) -> Row:
     help_text = children["--help"].output
     missing = [name for name in COMMAND_SUMMARIES if not re.search(rf"^\W*{re.escape(name)}\s", help_text, re.M)]
     row.check("--help lists every command", not missing, f"missing: {missing}")
+    slow_path: dict[str, list[str]] = {}
+    for name in ("query", "traces list", "--help"):
+        out, packages = imported_modules(children[name].command, env, folder)
+        slow_path[name] = sorted(set(APP_ONLY_MODULES) & packages) + (
+            ["(other output)"] if out != children[name].output else []
+        )
+    row.check(
+        "query, traces list and --help ran on the fast path (same output, no typer/click/pydantic/pluggy)",
+        not any(slow_path.values()),
+        f"{slow_path}",
+    )
     for name, child in children.items():
         row.info[f"cpu_s[{name}]"] = median(child.cpu[-repeats:])
     row.info["load_avg"] = os.getloadavg()

@@ -61,6 +61,10 @@ NEVER = (
     "urllib.request",
 )
 
+#: Not loaded by a piped ``query`` or ``traces list``, which run on the fast path
+#: (:mod:`agent_rl_plugin.cli.fast_path`): the argument parser and what comes with it, nor rich.
+NOT_ON_FAST_PATH = ("typer", "click", "pydantic", "pydantic_core", "pluggy", "rich")
+
 REPORT = """
 import atexit, json, sys
 atexit.register(lambda: sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n"))
@@ -108,6 +112,9 @@ def test_query_loads_only_what_it_runs(store: Path) -> None:
     assert "160" in out.split()  # 40 rollouts x 2 LLM calls x 2 spans
     assert {m for name in NEVER for m in loaded(modules, name)} == set()
     assert other_command_modules("agent_rl_plugin.cli.query") & modules == set()
+    assert {m for name in NOT_ON_FAST_PATH for m in loaded(modules, name)} == set()
+    out, modules = run_cli("query", "select rollout_id, task_id from rollouts", "--db", str(store))  # a table
+    assert "40 rows" in out and {m for name in NOT_ON_FAST_PATH for m in loaded(modules, name)} == set()
 
 
 def test_traces_list_loads_only_what_it_runs(store: Path) -> None:
@@ -119,6 +126,9 @@ def test_traces_list_loads_only_what_it_runs(store: Path) -> None:
     assert [r["rollout_id"] for r in json.loads(out)] == newest
     assert {m for name in NEVER for m in loaded(modules, name)} == set()
     assert other_command_modules("agent_rl_plugin.cli.traces", "agent_rl_plugin.cli.query") & modules == set()
+    assert {m for name in NOT_ON_FAST_PATH for m in loaded(modules, name)} == set()
+    out, modules = run_cli("traces", "list", "--db", str(store))  # the table
+    assert "20 rows" in out and {m for name in NOT_ON_FAST_PATH for m in loaded(modules, name)} == set()
 
 
 def test_help_loads_no_command_and_no_database() -> None:
@@ -127,6 +137,8 @@ def test_help_loads_no_command_and_no_database() -> None:
     assert other_command_modules() & modules == set()
     for heavy in ("duckdb", "pyarrow", "numpy", "pydantic", "agent_rl_plugin.store", "importlib.metadata", *NEVER):
         assert loaded(modules, heavy) == [], heavy
+    for parser in ("typer", "click", "pluggy", "pydantic_core"):  # drawn by the fast path, with rich alone
+        assert loaded(modules, parser) == [], parser
 
 
 def root_group(app: typer.Typer) -> typer.core.TyperGroup:

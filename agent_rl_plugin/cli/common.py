@@ -5,6 +5,11 @@ Listing commands print through :func:`print_rows` and take their output options 
 so every listing reads the same way: a table that fits the terminal by default
 (:mod:`agent_rl_plugin.cli.table_layout`), full values with ``--wide``, and JSON or CSV with
 every value in full for scripts.
+
+This module imports no typer (nor click, pydantic or rich) at import: the fast path of
+``agent-rl query`` / ``traces list`` (:mod:`agent_rl_plugin.cli.fast_path`) prints through it.
+The typer parts import typer when used: :data:`DbOption` and :data:`JsonOption` are made on
+first use (the module ``__getattr__``), :func:`output_options` imports it when it decorates.
 """
 
 from __future__ import annotations
@@ -25,14 +30,14 @@ from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
 
-import typer
-
 from agent_rl_plugin.errors import AgentRLError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     console: Console  # rich's console on stdout, made on first use (see __getattr__)
+    DbOption: Any  # typer's ``--db`` option, made on first use (see __getattr__)
+    JsonOption: Any  # and ``--json``
     err_console: Console  # and on stderr
 
 
@@ -41,7 +46,24 @@ def __getattr__(name: str) -> Any:
     that a command printing JSON, CSV or a plain table never imports rich's console."""
     if name in ("console", "err_console"):
         return _rich_console(name)
+    if name in ("DbOption", "JsonOption"):
+        return _typer_option(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _typer_option(name: str) -> Any:
+    """``DbOption`` (``--db``) or ``JsonOption`` (``--json``), typer options made once, on first
+    use (typer is imported then, by the command modules that declare them)."""
+    made = globals().get(name)
+    if made is None:
+        import typer
+
+        if name == "DbOption":
+            made = typer.Option(None, "--db", help=DB_HELP, show_default=False)
+        else:
+            made = typer.Option(False, "--json", help="Print JSON instead of a table.")
+        globals()[name] = made
+    return made
 
 
 def _rich_console(name: str) -> Console:
@@ -54,8 +76,6 @@ def _rich_console(name: str) -> Console:
 
 
 DB_HELP = "DuckDB file to use (default: $AGENT_RL_DB, else ./agent_rl.duckdb)."
-DbOption = typer.Option(None, "--db", help=DB_HELP, show_default=False)
-JsonOption = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
 class UserError(AgentRLError):
@@ -287,9 +307,6 @@ class Output:
 #: The default of a command's ``output`` parameter (the decorator replaces it).
 TABLE = Output()
 
-_OUTPUT_PARAMS = ("output_format", "output_json", "output_csv", "output_wide")
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 def resolve_output(
     fmt: str | Enum = "table",
@@ -317,6 +334,10 @@ def resolve_output(
     return Output(chosen, wide, tuple(formats))
 
 
+_OUTPUT_PARAMS = ("output_format", "output_json", "output_csv", "output_wide")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
 def output_options(*formats: str) -> Callable[[F], F]:
     """Give a typer command the shared output options and hand it the choice as ``output``.
 
@@ -338,6 +359,8 @@ def output_options(*formats: str) -> Callable[[F], F]:
         raise ValueError(f"output formats must include table and come from {ALL_FORMATS}, got {allowed}")
 
     def decorate(func: F) -> F:
+        import typer
+
         signature = inspect.signature(func)
         if "output" not in signature.parameters:
             raise TypeError(f"{func.__name__} needs an `output: Output = TABLE` parameter for @output_options")

@@ -34,8 +34,6 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, Sequence
 
-from rich.cells import cell_len, set_cell_size
-
 SIGNIFICANT_DIGITS = 4
 ID_PREFIX = 8
 MIN_WIDTH = 14
@@ -228,6 +226,33 @@ def _share(natural: list[int], minimum: list[int], available: int) -> list[int]:
             widths[i] += 1
             spare -= 1
     return widths
+
+
+def _one_cell_each(text: str) -> bool:
+    """Whether every character of ``text`` takes one cell in rich: printable ASCII, and the
+    ellipsis the layout cuts values with."""
+    return text.isprintable() and text.replace("\u2026", "").isascii()
+
+
+def cell_len(text: str) -> int:
+    """The cells ``text`` takes as rich counts them (:func:`rich.cells.cell_len`): its length
+    when each character takes one cell (:func:`_one_cell_each`, what rich's own shortcut
+    gives), else rich's answer (rich's character-width table is imported only then)."""
+    if _one_cell_each(text):
+        return len(text)
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
+
+
+def set_cell_size(text: str, total: int) -> str:
+    """``text`` cut or padded to ``total`` cells as rich does (:func:`rich.cells.set_cell_size`),
+    without rich when each character takes one cell."""
+    if _one_cell_each(text):
+        return text[:total] if len(text) >= total else text + " " * (total - len(text))
+    from rich.cells import set_cell_size as rich_set_cell_size
+
+    return rich_set_cell_size(text, total)
 
 
 def _transpose(columns: list[list[str]], n_rows: int) -> list[list[str]]:

@@ -4,10 +4,9 @@
 output), tool calls (arguments, result or error), coordination events and rewards, each with its
 start offset and duration. A unique prefix of a rollout id is enough.
 
-``list`` reads the ``rollouts`` view's rows for the newest rollouts only
-(:func:`newest_rollouts_source`): the view aggregates every span and scores every rollout's
-rewards, which costs most of the command on a large store, while ``list`` shows ``--limit`` of
-them. The rows are the view's own, so the output is the same.
+``list`` runs :func:`~agent_rl_plugin.cli.traces_core.list_traces_command` (typer-free, shared
+with the fast path of :mod:`agent_rl_plugin.cli.fast_path`), which reads the ``rollouts`` view's
+rows for the newest rollouts only (:func:`newest_rollouts_source`, importable from here).
 """
 
 from __future__ import annotations
@@ -28,6 +27,10 @@ from agent_rl_plugin.cli.common import (
     print_json,
 )
 from agent_rl_plugin.cli.query import run_query
+from agent_rl_plugin.cli.traces_core import LIST_LIMIT, LIST_LIMIT_MIN, _sql_literal, list_traces_command
+from agent_rl_plugin.cli.traces_core import LIST_TABLE_COLUMNS as LIST_TABLE_COLUMNS  # importable from here
+from agent_rl_plugin.cli.traces_core import NEWEST_MAX as NEWEST_MAX
+from agent_rl_plugin.cli.traces_core import newest_rollouts_source as newest_rollouts_source
 from agent_rl_plugin.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -37,31 +40,12 @@ app = typer.Typer(help="List recorded rollouts and show one as a tree.", no_args
 
 SNIPPET = 120
 
-#: ``traces list`` as a table: (column, header), most telling first, so a narrow terminal
-#: leaves out the start time and not the reward (JSON and CSV keep the query's names and order).
-LIST_TABLE_COLUMNS = (
-    ("rollout_id", "rollout"),
-    ("task_id", "task"),
-    ("group_id", "group"),
-    ("status", "status"),
-    ("total_reward", "reward"),
-    ("n_llm_calls", "llm"),
-    ("n_tool_calls", "tools"),
-    ("n_tool_errors", "errors"),
-    ("duration_ms", "ms"),
-    ("start_time", "started"),
-)
-
-
-def _sql_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
 
 @app.command("list")
 @output_options()
 def list_traces(
     db: str = DbOption,
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many rollouts, newest first."),
+    limit: int = typer.Option(LIST_LIMIT, "--limit", "-n", min=LIST_LIMIT_MIN, help="How many rollouts, newest first."),
     task: Optional[str] = typer.Option(None, "--task", help="Only this task id."),
     group: Optional[str] = typer.Option(None, "--group", help="Only this group id."),
     status: Optional[str] = typer.Option(None, "--status", help="Only ok, error or cancelled."),
@@ -70,99 +54,7 @@ def list_traces(
     """The latest rollouts with their status, reward, calls and timings.
 
     The table shows short rollout ids (enough for `agent-rl traces show`); --json, --csv or --wide show them in full."""
-    filters = []
-    if task:
-        filters.append(f"task_id = {_sql_literal(task)}")
-    if group:
-        filters.append(f"group_id = {_sql_literal(group)}")
-    if status:
-        filters.append(f"status = {_sql_literal(status)}")
-    where = f"where {' and '.join(filters)}" if filters else ""
-    source = "rollouts" if status else newest_rollouts_source(int(limit), filters)
-    sql = (
-        "select rollout_id, task_id, group_id, status, start_time, round(duration_ms, 1) as duration_ms, "
-        "n_llm_calls, n_tool_calls, n_tool_errors, total_reward "
-        f"from {source} {where} order by start_time desc limit {int(limit)}"
-    )
-    columns, rows = run_query(db_path(db), sql)
-    if output.format != "table":
-        output.rows(columns, rows, title="rollouts")
-        return
-    order = [columns.index(name) for name, _ in LIST_TABLE_COLUMNS]
-    output.rows([header for _, header in LIST_TABLE_COLUMNS], [[row[i] for i in order] for row in rows], "rollouts")
-
-
-# The newest rollouts, from the view's own SQL (``store.views.CURRENT_VIEWS``), cut down: the
-# span aggregate (``members``) and the rewards (``latest`` of ``episode_rewards``, read through
-# ``emitted``) keep only the rollouts of ``_newest``. Both filters are on the column the
-# aggregate groups by and the reward windows partition by, so every kept rollout gets the rows
-# the whole view gives it. Each anchor must occur exactly once, else the plain view is read.
-_VIEW_HEAD = "CREATE OR REPLACE VIEW rollouts AS\nWITH members AS ("
-_REWARDS_HEAD = "CREATE OR REPLACE VIEW episode_rewards AS\n"
-_MEMBERS_SCAN = "    FROM spans\n    GROUP BY rollout_id\n"
-_EMITTED_SCAN = "    FROM episode_rewards e\n"
-_REWARDS_SCAN = "    FROM rewards\n"
-_KEPT = "(SELECT rollout_id FROM _newest)"
-
-#: Above this ``--limit`` the whole view is read: cutting it down then costs more than it saves.
-NEWEST_MAX = 5000
-
-
-def _rollouts_view_parts() -> tuple[str, str] | None:
-    """(rollouts, episode_rewards) view bodies when their SQL has every anchor, else ``None``."""
-    from agent_rl_plugin.store.views import CURRENT_VIEWS
-
-    rollouts, rewards = CURRENT_VIEWS["rollouts"], CURRENT_VIEWS["episode_rewards"]
-    if not (rollouts.startswith(_VIEW_HEAD) and rewards.startswith(_REWARDS_HEAD)):
-        return None
-    if (rollouts.count(_MEMBERS_SCAN), rollouts.count(_EMITTED_SCAN), rewards.count(_REWARDS_SCAN)) != (1, 1, 1):
-        return None
-    return rollouts[len(_VIEW_HEAD) :], rewards[len(_REWARDS_HEAD) :]
-
-
-def newest_rollouts_source(limit: int, root_filters: list[str] | None = None) -> str:
-    """A relation for ``FROM`` that holds the ``rollouts`` view's rows of (at least) the newest
-    ``limit`` rollouts by ``start_time`` that pass ``root_filters`` (SQL conditions on the root
-    span's ``task_id`` / ``group_id``), aliased ``rollouts``; ``"rollouts"`` (the view itself)
-    when ``limit`` is below 1 or above :data:`NEWEST_MAX`, or the view's SQL no longer has the
-    expected shape.
-
-    ``ORDER BY start_time DESC LIMIT limit`` (with the same filters) over it gives what it gives
-    over the view. A rollout's ``start_time`` and ids are its root span's (the earliest
-    ``is_rollout_root`` span by start and span id, as in the view); every rollout whose start is
-    at least the ``limit``-th newest is kept (ties included; every one when fewer rollouts pass,
-    or when the cut is a NULL start), and only these rollouts' spans and rewards are read, through
-    the indexes on ``rollout_id``."""
-    parts = _rollouts_view_parts() if 1 <= limit <= NEWEST_MAX else None
-    if parts is None:
-        return "rollouts"
-    rollouts, rewards = parts
-    key = "(start_unix_nano, span_id)"
-    where = f"WHERE {' AND '.join(root_filters)}" if root_filters else ""
-    newest = f"""WITH _newest_roots AS (
-    SELECT rollout_id, arg_min(start_time, {key}) AS start_time, arg_min(task_id, {key}) AS task_id,
-        arg_min(group_id, {key}) AS group_id
-    FROM spans
-    WHERE is_rollout_root
-    GROUP BY rollout_id
-),
-_newest_kept AS (SELECT rollout_id, start_time FROM _newest_roots {where}),
-_newest_cut AS (SELECT start_time FROM _newest_kept ORDER BY start_time DESC LIMIT 1 OFFSET {int(limit) - 1}),
-_newest AS (
-    SELECT rollout_id FROM _newest_kept
-    WHERE (SELECT start_time FROM _newest_cut) IS NULL OR start_time >= (SELECT start_time FROM _newest_cut)
-),
-members AS ("""
-    kept_rewards = rewards.replace(
-        _REWARDS_SCAN, f"    FROM (SELECT * FROM rewards WHERE rollout_id IN {_KEPT}) AS rewards\n"
-    )
-    # The anchors are replaced in the view's SQL only: ``newest`` holds the caller's filters,
-    # whose literals may hold an anchor's text (a ``--task`` value with newlines).
-    body = rollouts.replace(
-        _MEMBERS_SCAN, f"    FROM spans\n    WHERE rollout_id IN {_KEPT}\n    GROUP BY rollout_id\n"
-    )
-    body = body.replace(_EMITTED_SCAN, f"    FROM ({kept_rewards}) e\n")
-    return f"({newest}{body}) AS rollouts"
+    list_traces_command(db, limit, task, group, status, output)
 
 
 @app.command("show")
