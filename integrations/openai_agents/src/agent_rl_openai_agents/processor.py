@@ -28,30 +28,43 @@ task, custom, ...   a plain span of the same name (its data as JSON)
 
 Processor callbacks never raise into the SDK (failures are logged once) and never change the
 SDK objects they are given.
+
+This module holds the processor (the SDK's callbacks, its tables of traces and spans in
+flight, the rollout of each trace) and its registration with the SDK; how each kind of span is
+recorded is :mod:`agent_rl_openai_agents.spans`, the per-trace / per-span state
+:mod:`agent_rl_openai_agents.state`, the SDK's span errors as text
+:mod:`agent_rl_openai_agents.span_errors`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from agents.tracing import TracingProcessor
 from opentelemetry import trace as otel_trace
 
-from agent_rl_openai_agents.convert import (
-    as_plain,
-    iso_to_ns,
-    message_text,
-    parse_json,
-    rollout_id_for,
-    to_chat_messages,
-    tool_calls_of,
-    usage_numbers,
-)
+from agent_rl_openai_agents import spans
+from agent_rl_openai_agents.convert import as_plain, iso_to_ns, rollout_id_for
+from agent_rl_openai_agents.span_errors import error_detail, error_kind, error_text
+
+# ``X as X``: names this module defined before its parts moved out, still importable from here.
+from agent_rl_openai_agents.spans import EVENT_GUARDRAIL as EVENT_GUARDRAIL
+from agent_rl_openai_agents.spans import EVENT_HANDOFF as EVENT_HANDOFF
+from agent_rl_openai_agents.spans import LLM_TYPES as LLM_TYPES
+from agent_rl_openai_agents.spans import SDK_AGENT_HANDOFFS as SDK_AGENT_HANDOFFS
+from agent_rl_openai_agents.spans import SDK_AGENT_OUTPUT_TYPE as SDK_AGENT_OUTPUT_TYPE
+from agent_rl_openai_agents.spans import SDK_AGENT_TOOLS as SDK_AGENT_TOOLS
+from agent_rl_openai_agents.spans import SDK_DATA, SDK_TRACE_ID
+from agent_rl_openai_agents.spans import SDK_LLM_FROM as SDK_LLM_FROM
+from agent_rl_openai_agents.spans import SDK_MCP_DATA as SDK_MCP_DATA
+from agent_rl_openai_agents.spans import SDK_MODEL_CONFIG as SDK_MODEL_CONFIG
+from agent_rl_openai_agents.spans import SDK_SPAN_ID as SDK_SPAN_ID
+from agent_rl_openai_agents.spans import SDK_SPAN_TYPE as SDK_SPAN_TYPE
+from agent_rl_openai_agents.spans import SDK_USAGE as SDK_USAGE
+from agent_rl_openai_agents.state import SpanState, TraceState
 from agent_rl_plugin import integration as rl
 from agent_rl_plugin.integration import (
     RolloutInfo,
@@ -62,12 +75,8 @@ from agent_rl_plugin.integration import (
     fire_rollout_start,
     is_recording,
     log_failure,
-    new_id,
-    pause_client_capture,
     record_error_text,
     resume_client_capture,
-    to_attr,
-    to_attribute_value,
     to_json_text,
 )
 from agent_rl_plugin.integration import semconv as sc
@@ -76,86 +85,12 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["RLTracingProcessor", "instrument", "uninstrument", "installed_processor"]
 
-# Attributes of our own (the SDK's ids and data, for cross-reference).
-SDK_TRACE_ID = "openai_agents.trace_id"
-SDK_SPAN_ID = "openai_agents.span_id"
-SDK_SPAN_TYPE = "openai_agents.span_type"
-SDK_DATA = "openai_agents.data"
-SDK_USAGE = "openai_agents.usage"
-SDK_MODEL_CONFIG = "openai_agents.model_config"
-SDK_LLM_FROM = "openai_agents.llm_from"  # "turn": synthesised from a turn span (no content)
-SDK_AGENT_TOOLS = "openai_agents.agent.tools"
-SDK_AGENT_HANDOFFS = "openai_agents.agent.handoffs"
-SDK_AGENT_OUTPUT_TYPE = "openai_agents.agent.output_type"
-SDK_MCP_DATA = "openai_agents.mcp_data"
-
-EVENT_HANDOFF = "handoff"
-EVENT_GUARDRAIL = "guardrail"
-LLM_TYPES = ("generation", "response")
-
-
-def _error_text(error: Any) -> str | None:
-    """'message: detail' of an SDK ``SpanError`` (``None`` when there is none)."""
-    if not error:
-        return None
-    if isinstance(error, dict):
-        message = str(error.get("message") or "error")
-        data = error.get("data")
-        detail = data.get("error") if isinstance(data, dict) else data
-        return f"{message}: {detail}" if detail not in (None, "") else message
-    return str(error)
-
-
-def _error_kind(error: Any) -> str:
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    return "error"
-
-
-@dataclass
-class _Trace:
-    trace_id: str
-    attrs: dict[str, str]
-    span: Any  # our span for the trace (rollout root, or workflow span in a caller's rollout)
-    info: RolloutInfo | None  # set when the trace is its own rollout
-    outer: Any = None  # the caller's rollout span when the trace joined one
-    first_input: Any = None
-    final_output: str | None = None
-    error: tuple[str, str | None] | None = None  # (kind, detail) of what ended the run
-
-
-@dataclass
-class _Span:
-    span_id: str
-    kind: str
-    trace: _Trace
-    parent: _Span | None
-    start_ns: int
-    otel: Any = None
-    name: str | None = None  # agent name (agent spans)
-    had_llm: bool = False  # turn spans: an LLM call was recorded inside
-    first_child_ns: int | None = None
-    pending_calls: list[dict[str, Any]] = field(default_factory=list)  # tool calls not yet run
-    first_input: Any = None  # agent spans
-    output: str | None = None  # agent spans: last LLM text without tool calls
-    skipped: bool = False
-    paused: Any = None  # LLM spans: the pause_client_capture() token while the call runs
-
-    def ancestor(self, *kinds: str) -> _Span | None:
-        node = self.parent
-        while node is not None:
-            if node.kind in kinds:
-                return node
-            node = node.parent
-        return None
-
-    def otel_parent(self) -> Any:
-        node = self.parent
-        while node is not None:
-            if node.otel is not None:
-                return node.otel
-            node = node.parent
-        return self.trace.span
+# Private names this module defined before its parts moved out (the same objects).
+_Trace = TraceState
+_Span = SpanState
+_error_text = error_text
+_error_kind = error_kind
+_error_text_detail = error_detail
 
 
 class RLTracingProcessor(TracingProcessor):
@@ -163,8 +98,8 @@ class RLTracingProcessor(TracingProcessor):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._traces: dict[str, _Trace] = {}
-        self._spans: dict[str, _Span] = {}
+        self._traces: dict[str, TraceState] = {}
+        self._spans: dict[str, SpanState] = {}
         self.active = True
 
     # -- traces -----------------------------------------------------------------------------
@@ -197,7 +132,7 @@ class RLTracingProcessor(TracingProcessor):
                 start_time=now,
                 attributes={**current.attributes, SDK_TRACE_ID: trace_id, SDK_DATA: to_json_text(metadata)},
             )
-            state = _Trace(
+            state = TraceState(
                 trace_id, dict(current.attributes), span, None, outer=outer if outer.is_recording() else None
             )
         else:
@@ -213,7 +148,7 @@ class RLTracingProcessor(TracingProcessor):
                     SDK_TRACE_ID: trace_id,
                 },
             )
-            state = _Trace(trace_id, dict(info.attributes), span, info)
+            state = TraceState(trace_id, dict(info.attributes), span, info)
             fire_rollout_start(info)
         with self._lock:
             self._traces[trace_id] = state
@@ -236,7 +171,7 @@ class RLTracingProcessor(TracingProcessor):
         except Exception:
             log_failure("openai-agents: recording a trace end")
 
-    def _trace_end(self, state: _Trace, now: int) -> None:
+    def _trace_end(self, state: TraceState, now: int) -> None:
         content = capture_content()
         targets = [state.span]
         if state.outer is not None:
@@ -265,60 +200,14 @@ class RLTracingProcessor(TracingProcessor):
         except Exception:
             log_failure("openai-agents: recording a span start")
 
-    def _start(self, node: _Span, name: str, attributes: dict[str, Any]) -> Any:
-        parent = node.otel_parent()
-        context = otel_trace.set_span_in_context(parent) if parent is not None else None
-        attrs = {**node.trace.attrs, SDK_SPAN_ID: node.span_id, SDK_SPAN_TYPE: node.kind, **attributes}
-        return rl.start_span(name, attributes=attrs, context=context, start_time=node.start_ns)
-
-    def _span_start(self, span: Any, state: _Trace, parent: _Span | None) -> None:
+    def _span_start(self, span: Any, state: TraceState, parent: SpanState | None) -> None:
         data = span.span_data
         kind = str(getattr(data, "type", "span"))
         start_ns = iso_to_ns(span.started_at) or time.time_ns()
-        node = _Span(str(span.span_id), kind, state, parent, start_ns)
+        node = SpanState(str(span.span_id), kind, state, parent, start_ns)
         if parent is not None and parent.first_child_ns is None:
             parent.first_child_ns = start_ns
-        if kind == "agent":
-            node.name = str(getattr(data, "name", "") or "agent")
-            node.otel = self._start(
-                node,
-                f"{sc.OP_INVOKE_AGENT} {node.name}",
-                {
-                    sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-                    sc.SPAN_KIND: sc.SPAN_KIND_AGENT,
-                    sc.GEN_AI_AGENT_NAME: node.name,
-                    sc.AGENT_ROLE: "agent",
-                },
-            )
-        elif kind == "function":
-            tool = str(getattr(data, "name", "") or "tool")
-            node.otel = self._start(
-                node,
-                f"{sc.OP_EXECUTE_TOOL} {tool}",
-                {
-                    sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-                    sc.SPAN_KIND: sc.SPAN_KIND_TOOL,
-                    sc.GEN_AI_TOOL_NAME: tool,
-                },
-            )
-        elif kind == "guardrail":
-            node.otel = self._start(node, f"guardrail {getattr(data, 'name', '')}", {sc.SPAN_KIND: sc.SPAN_KIND_EVENT})
-        elif kind == "turn":
-            node.name = str(getattr(data, "agent_name", "") or "")
-            node.otel = self._start(node, f"turn {getattr(data, 'turn', '')} {node.name}".strip(), {})
-        elif kind in LLM_TYPES:
-            # Recorded when it ends. Meanwhile the OpenAI SDK call the model makes is not
-            # captured by agent-rl's client capture: this span is its one row of llm_calls.
-            node.paused = pause_client_capture()
-        elif kind == "handoff":
-            pass  # recorded when it ends (no children of its own)
-        else:
-            label = getattr(data, "name", None) or getattr(data, "server", None)
-            if kind == "custom":
-                name = str(label or kind)
-            else:
-                name = f"{kind} {label}" if label else kind
-            node.otel = self._start(node, name, {})
+        spans.record_start(node, data)
         with self._lock:
             self._spans[node.span_id] = node
 
@@ -334,280 +223,11 @@ class RLTracingProcessor(TracingProcessor):
         except Exception:
             log_failure("openai-agents: recording a span end")
 
-    def _span_end(self, span: Any, node: _Span) -> None:
+    def _span_end(self, span: Any, node: SpanState) -> None:
         data = span.span_data
         end_ns = iso_to_ns(span.ended_at) or time.time_ns()
         error = span.error
-        kind = node.kind
-        if kind in LLM_TYPES:
-            self._llm_end(node, data, error, end_ns)
-            return
-        if kind == "handoff":
-            self._handoff_end(node, data, error, end_ns)
-            return
-        otel = node.otel
-        if otel is None:
-            return
-        if kind == "agent":
-            self._agent_end(node, data, error)
-        elif kind == "function":
-            self._function_end(node, data)
-        elif kind == "guardrail":
-            self._guardrail_end(node, data)
-        elif kind == "turn":
-            self._turn_end(node, data, error, end_ns)
-        else:
-            exported = self._export(data)
-            if exported:
-                otel.set_attribute(SDK_DATA, to_json_text(exported))
-            usage = getattr(data, "usage", None)
-            if usage is not None:
-                otel.set_attribute(SDK_USAGE, to_json_text(usage))
-            if kind == "task" and error:
-                node.trace.error = (_error_kind(error), _error_text_detail(error))
-        if error:
-            record_error_text(otel, _error_kind(error), _error_text_detail(error))
-        end_span(otel, end_time=end_ns)
-
-    @staticmethod
-    def _export(data: Any) -> Any:
-        if getattr(data, "type", None) == "custom" and hasattr(data, "data"):
-            return as_plain(data.data)
-        try:
-            exported = data.export()
-        except Exception:
-            return None
-        return as_plain(exported)
-
-    # -- agent ------------------------------------------------------------------------------
-    def _agent_end(self, node: _Span, data: Any, error: Any) -> None:
-        otel = node.otel
-        for key, value in (
-            (SDK_AGENT_TOOLS, getattr(data, "tools", None)),
-            (SDK_AGENT_HANDOFFS, getattr(data, "handoffs", None)),
-        ):
-            if value is not None:
-                otel.set_attribute(key, to_json_text(list(value)))
-        output_type = getattr(data, "output_type", None)
-        if output_type is not None:
-            otel.set_attribute(SDK_AGENT_OUTPUT_TYPE, str(output_type))
-        if capture_content():
-            if node.first_input is not None:
-                otel.set_attribute(sc.ROLLOUT_INPUT, to_json_text(node.first_input))
-            if node.output is not None:
-                otel.set_attribute(sc.ROLLOUT_OUTPUT, to_json_text(node.output))
-        state = node.trace
-        if node.output is not None:
-            state.final_output = node.output
-        # A failed agent span: the run raised (MaxTurnsExceeded, a model error...).
-        if error:
-            state.error = (_error_kind(error), _error_text_detail(error))
-
-    # -- LLM calls --------------------------------------------------------------------------
-    def _llm_end(self, node: _Span, data: Any, error: Any, end_ns: int) -> None:
-        if node.ancestor(*LLM_TYPES) is not None:
-            return  # a model call inside another recorded model call (e.g. a wrapped model)
-        kind = node.kind
-        response = getattr(data, "response", None) if kind == "response" else None
-        model = getattr(data, "model", None) if kind == "generation" else getattr(response, "model", None)
-        raw_input = getattr(data, "input", None)
-        raw_output = getattr(data, "output", None) if kind == "generation" else getattr(response, "output", None)
-        usage = getattr(data, "usage", None) or getattr(response, "usage", None)
-        config = getattr(data, "model_config", None) if kind == "generation" else None
-        if (
-            not error
-            and model is None
-            and raw_input is None
-            and raw_output is None
-            and usage is None
-            and response is None
-        ):
-            node.skipped = True  # an empty generation span (e.g. a scripted model): see turns
-            return
-        input_messages, _ = to_chat_messages(raw_input)
-        instructions = getattr(response, "instructions", None)
-        if (
-            isinstance(instructions, str)
-            and instructions
-            and not any(m.get("role") in ("system", "developer") for m in input_messages[:1])
-        ):
-            input_messages.insert(0, {"role": "system", "content": instructions})
-        output_messages, reasoning = to_chat_messages(raw_output)
-        for message in output_messages:
-            if message.get("role") == "user":  # a chat-completions output message has a role
-                message["role"] = "assistant"
-        calls = tool_calls_of(output_messages)
-        text = message_text(output_messages)
-        input_tokens, output_tokens = usage_numbers(as_plain(usage))
-        agent = node.ancestor("agent")
-        attrs: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-            sc.SPAN_KIND: sc.SPAN_KIND_LLM,
-            sc.GEN_AI_REQUEST_MODEL: str(model or "unknown"),
-        }
-        if response is not None:
-            attrs[sc.GEN_AI_PROVIDER_NAME] = "openai"
-            if getattr(response, "model", None):
-                attrs[sc.GEN_AI_RESPONSE_MODEL] = str(response.model)
-            if getattr(response, "id", None):
-                attrs[sc.GEN_AI_RESPONSE_ID] = str(response.id)
-        if agent is not None:
-            attrs[sc.GEN_AI_AGENT_NAME] = agent.name
-        if input_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-        if output_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = ["error" if error else "tool_calls" if calls else "stop"]
-        if config:
-            plain = as_plain(config)
-            base_url = plain.get("base_url") if isinstance(plain, dict) else None
-            if isinstance(base_url, str) and "api.openai.com" in base_url:
-                attrs[sc.GEN_AI_PROVIDER_NAME] = "openai"
-            attrs[SDK_MODEL_CONFIG] = to_json_text(plain)
-            if isinstance(plain, dict) and isinstance(plain.get("temperature"), (int, float)):
-                attrs[sc.GEN_AI_REQUEST_TEMPERATURE] = float(plain["temperature"])
-        if capture_content():
-            if raw_input is not None or input_messages:
-                attrs[sc.GEN_AI_INPUT_MESSAGES] = to_json_text(input_messages)
-            if raw_output is not None:
-                attrs[sc.GEN_AI_OUTPUT_MESSAGES] = to_json_text(output_messages)
-            if reasoning:
-                attrs[sc.REASONING] = to_attr(reasoning)
-        otel = self._start(node, f"{sc.OP_CHAT} {model or 'unknown'}", attrs)
-        if error:
-            record_error_text(otel, _error_kind(error), _error_text_detail(error))
-        end_span(otel, end_time=end_ns)
-        # What the rest of the run needs: the turn had a call, the tool calls to match, the
-        # agent's input and (text) output.
-        turn = node.ancestor("turn")
-        if turn is not None:
-            turn.had_llm = True
-        holder = turn or agent
-        if holder is not None:
-            holder.pending_calls.extend(calls)
-        if agent is not None:
-            if agent.first_input is None and raw_input is not None:
-                agent.first_input = [m for m in input_messages if m.get("role") not in ("system", "developer")]
-                if node.trace.first_input is None:  # the run's input: the first call's
-                    node.trace.first_input = agent.first_input
-            if raw_output is not None:
-                agent.output = text if not calls else None
-
-    def _turn_end(self, node: _Span, data: Any, error: Any, end_ns: int) -> None:
-        otel = node.otel
-        usage = as_plain(getattr(data, "usage", None))
-        otel.set_attribute("openai_agents.turn", to_attribute_value(getattr(data, "turn", None), 64))
-        if node.name:
-            otel.set_attribute(sc.GEN_AI_AGENT_NAME, node.name)
-        if usage is not None:
-            otel.set_attribute(SDK_USAGE, to_json_text(usage))
-        if node.had_llm or usage is None:
-            return
-        # The model emitted no generation span (a custom Model): one LLM call without content,
-        # with the turn's usage, from the turn's start to its first child (tools, handoffs).
-        input_tokens, output_tokens = usage_numbers(usage)
-        attrs: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-            sc.SPAN_KIND: sc.SPAN_KIND_LLM,
-            sc.GEN_AI_REQUEST_MODEL: "unknown",
-            SDK_LLM_FROM: "turn",
-        }
-        if node.name:
-            attrs[sc.GEN_AI_AGENT_NAME] = node.name
-        if input_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-        if output_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-        llm = _Span(new_id()[:16], "generation", node.trace, node, node.start_ns)
-        span = self._start(llm, f"{sc.OP_CHAT} unknown", attrs)
-        end_span(span, end_time=min(end_ns, node.first_child_ns or end_ns))
-
-    # -- tools ------------------------------------------------------------------------------
-    def _function_end(self, node: _Span, data: Any) -> None:
-        otel = node.otel
-        arguments = getattr(data, "input", None)
-        holder = node.ancestor("turn") or node.ancestor("agent")
-        call_id = self._match_call(holder, getattr(data, "name", None), arguments)
-        otel.set_attribute(sc.GEN_AI_TOOL_CALL_ID, call_id or new_id())
-        if capture_content():
-            if arguments is not None:
-                otel.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, to_json_text(parse_json(arguments)))
-            output = getattr(data, "output", None)
-            if output is not None:
-                otel.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, to_json_text(as_plain(output)))
-        mcp = getattr(data, "mcp_data", None)
-        if mcp:
-            otel.set_attribute(SDK_MCP_DATA, to_json_text(as_plain(mcp)))
-
-    @staticmethod
-    def _match_call(holder: _Span | None, name: Any, arguments: Any) -> str | None:
-        """The id of the LLM's tool call this execution answers (same name, same arguments
-        when known, first not yet used)."""
-        if holder is None:
-            return None
-        pending = holder.pending_calls
-        for exact in (True, False):
-            for index, call in enumerate(pending):
-                function = call.get("function") or {}
-                if function.get("name") != name:
-                    continue
-                if exact and arguments is not None and function.get("arguments") != arguments:
-                    continue
-                pending.pop(index)
-                return str(call["id"]) if call.get("id") else None
-        return None
-
-    # -- coordination events ----------------------------------------------------------------
-    def _event(
-        self,
-        otel: Any,
-        event_type: str,
-        time_ns: int,
-        *,
-        agent_id: Any = None,
-        target: Any = None,
-        reason: str | None = None,
-        **data: Any,
-    ) -> None:
-        attrs: dict[str, Any] = {sc.EVENT_TYPE: event_type}
-        attributes = getattr(otel, "attributes", None) or {}
-        rollout_id = attributes.get(sc.ROLLOUT_ID)
-        if rollout_id is not None:
-            attrs[sc.ROLLOUT_ID] = rollout_id
-        if agent_id is not None:
-            attrs[sc.EVENT_AGENT_ID] = str(agent_id)
-        if target is not None:
-            attrs[sc.EVENT_TARGET] = str(target)
-        if reason is not None:
-            attrs[sc.EVENT_REASON] = to_attr(reason)
-        data = {k: v for k, v in data.items() if v is not None}
-        if data:
-            attrs[sc.EVENT_DATA] = to_json_text(data)
-        otel.add_event(sc.EVENT_NAME, attributes=attrs, timestamp=time_ns)
-
-    def _handoff_end(self, node: _Span, data: Any, error: Any, end_ns: int) -> None:
-        source = getattr(data, "from_agent", None)
-        target = getattr(data, "to_agent", None)
-        otel = self._start(node, f"handoff {source} -> {target}", {sc.SPAN_KIND: sc.SPAN_KIND_EVENT})
-        self._event(otel, EVENT_HANDOFF, node.start_ns, agent_id=source, target=target, error=_error_text(error))
-        if error:
-            record_error_text(otel, _error_kind(error), _error_text_detail(error))
-        end_span(otel, end_time=end_ns)
-
-    def _guardrail_end(self, node: _Span, data: Any) -> None:
-        agent = node.ancestor("agent")
-        triggered = bool(getattr(data, "triggered", False))
-        if triggered:  # an agent's input/output guardrail tripwire: the run raises
-            node.trace.error = ("guardrail tripwire triggered", str(getattr(data, "name", "") or "") or None)
-        self._event(
-            node.otel,
-            EVENT_GUARDRAIL,
-            node.start_ns,
-            agent_id=agent.name if agent is not None else None,
-            reason="tripwire triggered" if triggered else None,
-            guardrail=getattr(data, "name", None),
-            triggered=triggered,
-        )
+        spans.record_end(node, data, error, end_ns)
 
     # -- lifecycle --------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -618,16 +238,6 @@ class RLTracingProcessor(TracingProcessor):
             rl.flush()  # a no-op until agent-rl is configured
         except Exception:
             log_failure("openai-agents: flushing")
-
-
-def _error_text_detail(error: Any) -> str | None:
-    if isinstance(error, dict):
-        data = error.get("data")
-        detail = data.get("error") if isinstance(data, dict) else data
-        if detail in (None, ""):
-            return None
-        return detail if isinstance(detail, str) else json.dumps(as_plain(detail), default=str)
-    return None
 
 
 # -- registering with the SDK -------------------------------------------------------------------
