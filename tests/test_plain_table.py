@@ -106,7 +106,8 @@ def test_what_render_plain_leaves_to_rich():
     assert table_layout.render_plain(layout, "t", "1 row", 80) is not None
     assert table_layout.render_plain(layout, "a title wider than the table", "1 row", 80) is None
     assert table_layout.render_plain(layout, "[b]t", "1 row", 80) is None
-    assert table_layout.render_plain(layout, "t", "a note wider than the console", 10) is None
+    assert table_layout.render_plain(layout, "t", "a note with a word wider than the console", 5) is None
+    assert table_layout.render_plain(layout, "t", "two  spaces in a wrapped note", 10) is None
     tabbed = table_layout.TableLayout(["a"], [3], [["x\ty"]], [False])
     assert table_layout.render_plain(tabbed, None, "1 row", 80) is None
     spaced = table_layout.TableLayout(["a"], [3], [[" x"]], [False])
@@ -163,3 +164,40 @@ def test_a_piped_table_does_not_import_richs_console(tmp_path):
         assert "row" in proc.stdout
         ours = set(modules) - typer_loads
         assert "rich.console" not in ours and "rich.table" not in ours, modules
+
+
+def _rich_prints(text: str, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, force_terminal=False, color_system=None).print(text, highlight=False)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_notes_wrap_as_rich_wraps_them(seed):
+    rng = random.Random(seed)
+    wrapped = 0
+    for _ in range(500):
+        words = [
+            "".join(rng.choice("abcxyz019,;()-.") for _ in range(rng.randint(1, 14))) for _ in range(rng.randint(1, 25))
+        ]
+        text, width = " ".join(words), rng.randint(1, 120)
+        lines = table_layout.wrap_like_rich(text, width)
+        if lines is None:
+            assert max(map(len, words)) > width  # left to rich only for a word wider than the console
+            continue
+        assert "\n".join(lines) + "\n" == _rich_prints(text, width), (text, width)
+        wrapped += len(lines) > 1
+    assert wrapped > 100
+
+
+def test_a_listing_whose_note_wraps_is_printed_plain(tmp_path, capsys, monkeypatch):
+    columns = ["rollout", "task", "group", "status", "reward", "llm", "tools", "errors", "ms", "started"]
+    rows = [["r%d" % i, "task-%d" % i, "g", "ok", 0.5, 3, 2, 0, 12.5, datetime(2026, 1, 2, 3, 4, 5)] for i in range(3)]
+    monkeypatch.setenv("COLUMNS", "40")
+    drawn, plain, used = _both_ways(capsys, monkeypatch, columns, rows, "rollouts", False, ("table", "json", "csv"))
+    assert used and plain == drawn
+    assert len(plain.splitlines()[-1]) <= 40 and "more columns" in plain

@@ -181,8 +181,31 @@ def terminal_width() -> int:
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
-    width = _rich_console("console").size.width
+    from agent_rl_plugin.cli.table_layout import plain_stdout
+
+    width = _plain_console_width() if plain_stdout() else _rich_console("console").size.width
     return width if width > 0 else 80
+
+
+def _plain_console_width() -> int:
+    """The width rich's console on stdout has when stdout is no terminal (``plain_stdout()``),
+    without importing rich: the size of the first of stdin, stdout and stderr (the
+    interpreter's own streams, in that order) that is a terminal, overridden by ``COLUMNS`` when
+    it is digits (``0`` too: the caller then falls back to 80, as rich does), else 0.
+    ``tests/test_terminal_width.py`` checks it against rich's answer."""
+    columns = os.environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        return int(columns)
+    for stream, default in ((sys.__stdin__, 0), (sys.__stdout__, 1), (sys.__stderr__, 2)):
+        try:
+            descriptor = stream.fileno() if stream is not None else default
+        except Exception:  # noqa: BLE001 - rich falls back to the standard number alike
+            descriptor = default
+        try:
+            return os.get_terminal_size(descriptor).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 0
 
 
 def _sized_console(width: int) -> Console:

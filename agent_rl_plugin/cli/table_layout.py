@@ -300,15 +300,40 @@ def _plain_cell(text: str, width: int, right: bool) -> str:
     return pad + text if right else text + pad
 
 
+def wrap_like_rich(text: str, width: int) -> list[str] | None:
+    """The lines rich's console prints ``text`` as on a console ``width`` cells wide (its word
+    wrap: a word that does not fit starts a line, a wrapped line keeps the space after its last
+    word when it fits), or ``None`` for what this does not reproduce: text that is not ASCII,
+    whitespace other than single spaces, a word wider than the console. ``text`` is stripped."""
+    if width < 1 or not text.isascii() or "  " in text or not all(c == " " or not c.isspace() for c in text):
+        return None
+    words = [word + " " for word in text.split(" ")]
+    words[-1] = words[-1][:-1]
+    lines: list[str] = []
+    line, position = "", 0
+    for word in words:
+        if len(word.rstrip(" ")) > width:
+            return None
+        if position and position + len(word.rstrip(" ")) > width:
+            lines.append(line[:width])
+            line, position = "", 0
+        line += word
+        position += len(word)
+    lines.append(line)
+    return lines
+
+
 def render_plain(layout: TableLayout, title: str | None, notes: str, width: int) -> str | None:
     """The text rich prints for ``layout`` (as :func:`agent_rl_plugin.cli.common.print_rows`
     draws it: ``box.MINIMAL_HEAVY_HEAD`` without edges, numeric columns right-aligned, ``title``
-    centred above) followed by the ``notes`` line on a console ``width`` cells wide, when rich
-    writes plain text (:func:`plain_stdout`). ``None`` for what it does not reproduce (rich then
-    draws it): a title or note rich would wrap, markup or emoji codes in the title, text rich
-    would change (control characters, tabs, leading or trailing spaces), a zero width."""
+    centred above) followed by the ``notes`` (wrapped as rich wraps them: :func:`wrap_like_rich`)
+    on a console ``width`` cells wide, when rich writes plain text (:func:`plain_stdout`).
+    ``None`` for what it does not reproduce (rich then draws it): a title rich would wrap, notes
+    :func:`wrap_like_rich` does not wrap, markup or emoji codes in the title, text rich would
+    change (control characters, tabs, leading or trailing spaces), a zero width."""
     texts = [*layout.columns, *(t for row in layout.cells for t in row)]
-    if not all(_plain_text(t) for t in texts if t) or not _plain_text(notes) or cell_len(notes) > width:
+    note_lines = wrap_like_rich(notes, width) if _plain_text(notes) else None
+    if not all(_plain_text(t) for t in texts if t) or note_lines is None:
         return None
     if any(w < 1 for w in layout.widths) or any(len(row) != len(layout.widths) for row in layout.cells):
         return None
@@ -326,5 +351,5 @@ def render_plain(layout: TableLayout, title: str | None, notes: str, width: int)
             lines.append(_BAR.join(f" {cell} " for cell in cells))
             if row is layout.columns:
                 lines.append(_CROSS.join(_RULE * (w + 2) for w in layout.widths))
-    lines.append(notes)
+    lines.extend(note_lines)
     return "\n".join(lines) + "\n"
