@@ -399,6 +399,7 @@ def gpu_info() -> dict[str, Any] | None:
 
 def machine_info() -> dict[str, Any]:
     """Cores, RAM, CPU, load, Python and the versions of what the rows use."""
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -66,3 +66,22 @@ def test_the_writer_limits_come_back_after_the_last_reader_cursor_is_gone(tmp_pa
     finally:
         writer.close()
     assert problems == [] and writer.stats.snapshot()["spans_written"] == 12
+
+
+def test_a_reader_cursor_inherited_by_a_forked_child_is_not_counted_there(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    writer = StoreWriter(str(db), stats=ExportStats(), report=lambda kind, exc: None, linger_s=0.0)
+    try:
+        write(writer, "r1")
+        cursor = writer.reader_cursor(30.0)
+        parent = writer._pid  # noqa: SLF001
+        writer._pid = parent + 1  # noqa: SLF001 - what _reset() records in a forked child
+        writer._readers = 0  # noqa: SLF001 - and the child's own count
+        writer._reader_gone(parent)  # noqa: SLF001 - the parent's cursor collected in the child
+        assert writer._readers == 0  # noqa: SLF001 - never below zero: the child's readers stay counted
+        writer._pid, writer._readers = parent, 1  # noqa: SLF001
+        del cursor
+        gc.collect()
+        assert writer._readers == 0  # noqa: SLF001 - the parent's own cursor is counted down
+    finally:
+        writer.close()

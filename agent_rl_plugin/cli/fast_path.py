@@ -22,7 +22,8 @@ Contract:
 * It steps aside (``None``) when a plugin may add or replace commands: a plugin manager is set
   already, or an installed distribution declares an ``agent_rl_plugin`` entry point
   (:func:`~agent_rl_plugin.cli.command_table.entry_point_plugins_installed`); when shell completion is
-  asked for (``_AGENT_RL_COMPLETE``); and when ``AGENT_RL_CLI_FAST=0``.
+  asked for (``_AGENT_RL_COMPLETE``); when ``AGENT_RL_CLI_FAST=0``; and when
+  ``TYPER_USE_RICH`` is off (typer's plain help and errors).
 * At import it loads only the standard library; DuckDB, the store and rich come with the
   command that needs them (a piped ``query`` or ``traces list`` never imports rich's console).
 
@@ -45,6 +46,8 @@ from typing import Any, Sequence, TextIO
 DISABLE_ENV = "AGENT_RL_CLI_FAST"
 #: The variable typer's shell completion reads for ``agent-rl``: set, the app answers.
 COMPLETE_ENV = "_AGENT_RL_COMPLETE"
+#: typer's switch for rich help and errors: off, the fast path steps aside.
+TYPER_RICH_ENV = "TYPER_USE_RICH"
 FORMATS = ("table", "json", "csv")
 
 
@@ -170,6 +173,10 @@ def parse(command: Command, args: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _disabled() -> bool:
+    """``AGENT_RL_CLI_FAST`` off, or ``TYPER_USE_RICH`` off (typer then prints click's plain help
+    and errors, which this path does not draw; read as typer's ``parse_boolean_env_var`` does)."""
+    if os.environ.get(TYPER_RICH_ENV, "").lower() in ("n", "no", "f", "false", "off", "0"):
+        return True
     return os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no", "off")
 
 
@@ -380,5 +387,6 @@ def print_root_help() -> int | None:
             line = line.replace("\b\n", "")
         commands.add_row(Text(name), highlighter(Text.from_markup(line.strip(), style="")))
     console.print(Panel(commands, border_style="dim", title="Commands", title_align="left"))
-    sys.stdout.write("\n")  # click then echoes the help text it got back: empty, so one new line
+    if sys.stdout is not None:  # stdout closed (`>&-`): click's echo writes nothing
+        sys.stdout.write("\n")  # click then echoes the help text it got back: empty, so one new line
     return 0

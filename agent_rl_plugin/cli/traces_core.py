@@ -10,7 +10,7 @@ them. The rows are the view's own, so the output is the same.
 
 from __future__ import annotations
 
-from agent_rl_plugin.cli.common import Output, db_path
+from agent_rl_plugin.cli.common import Output, UserError, db_path
 from agent_rl_plugin.cli.query_core import run_query
 
 #: ``--limit``: default and lower bound.
@@ -31,6 +31,15 @@ LIST_TABLE_COLUMNS = (
     ("duration_ms", "ms"),
     ("start_time", "started"),
 )
+
+
+def _is_text(value: str) -> bool:
+    """False for a value holding lone surrogates (undecodable bytes of a command line)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _sql_literal(text: str) -> str:
@@ -119,6 +128,9 @@ def list_traces_command(
     CSV with the query's columns). Raises :class:`~agent_rl_plugin.cli.common.UserError` (an
     SQL error) and the store's errors (no database file)."""
     limit = int(limit)
+    for flag, value in (("--task", task), ("--group", group), ("--status", status)):
+        if value and not _is_text(value):
+            raise UserError(f"{flag} is not UTF-8 text", f"pass {flag} as UTF-8 text")
     filters = []
     if task:
         filters.append(f"task_id = {_sql_literal(task)}")

@@ -222,6 +222,13 @@ def check_user_sql(sql: str) -> None:
     Raises :class:`UserSqlError`."""
     if not sql or not sql.strip():
         raise UserSqlError("the query is empty", "pass a SELECT, e.g. select * from rollouts")
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable bytes of a command line arrive as lone surrogates
+        raise UserSqlError(
+            f"the query is not UTF-8 text (character {exc.start + 1} is a byte that does not decode)",
+            "pass the SQL and its values as UTF-8 text",
+        ) from None
     check_sql_size(sql)
     try:
         statements = extract_statements(sql)

@@ -240,7 +240,8 @@ class StoreWriter:
             )
         if request.error is not None:
             raise request.error
-        return request.cursor
+        cursor, request.cursor = request.cursor, None  # the writer thread may hold the request a while
+        return cursor
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Write what is queued, close the connection and stop the thread (idempotent)."""
@@ -372,14 +373,18 @@ class StoreWriter:
             cursor = connection.cursor()
             with self._readers_lock:
                 self._readers += 1
-            weakref.finalize(cursor, self._reader_gone)
+            weakref.finalize(cursor, self._reader_gone, self._pid)
             request.cursor = cursor
         except BaseException as exc:
             request.error = exc
         finally:
             request.done.set()
 
-    def _reader_gone(self) -> None:
+    def _reader_gone(self, pid: int) -> None:
+        """A reader cursor served by this process is garbage. One a forked child inherited was
+        counted by its parent (the child's count starts at 0 in :meth:`_reset`): ignored."""
+        if pid != self._pid:
+            return
         with self._readers_lock:
             self._readers -= 1
 
