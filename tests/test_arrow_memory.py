@@ -22,8 +22,9 @@ from tests.test_store_spool import count, recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: A fresh agent that reports the allocator environment at the moment pyarrow starts loading,
-#: the environment after configure(), and pyarrow's allocator.
+#: A fresh agent that reports the allocator environment at the moment pyarrow starts loading
+#: (inside configure(): ``at_import`` is missing otherwise), the environment after configure(),
+#: and pyarrow's allocator.
 PROBE = textwrap.dedent(
     """
     import builtins, json, os, sys
@@ -37,9 +38,7 @@ PROBE = textwrap.dedent(
     if sys.argv[2] == "pyarrow-first":
         import pyarrow
     import agent_rl_plugin as arl
-    arl.configure(db=sys.argv[1])
-    arl.trace_agent(name="a")(lambda: 1)()
-    arl.flush()
+    arl.configure(db=sys.argv[1])  # the store's exporters load pyarrow here
     import pyarrow
     seen["after"] = os.environ.get("MIMALLOC_ARENA_EAGER_COMMIT")
     seen["pool"] = pyarrow.default_memory_pool().backend_name
