@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
+from agent_rl_plugin.plugin_names import PROJECT_NAME as PROJECT_NAME
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import typer
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from agent_rl_plugin.config import RLConfig
     from agent_rl_plugin.context import RolloutInfo
-
-PROJECT_NAME = "agent_rl_plugin"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from agent_rl_plugin import hookspecs
+from agent_rl_plugin.plugin_names import DISABLE_AUTOLOAD_ENV as DISABLE_AUTOLOAD_ENV
+from agent_rl_plugin.plugin_names import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from agent_rl_plugin.version import __version__
 
 if TYPE_CHECKING:  # importlib.metadata is imported where entry points are read (~20 ms at start-up)
@@ -36,8 +38,6 @@ if TYPE_CHECKING:  # importlib.metadata is imported where entry points are read 
 
 logger = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
-DISABLE_AUTOLOAD_ENV = "AGENT_RL_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_LIST_ENV = "AGENT_RL_PLUGINS"
 
 #: Built-in plugins, registered under these names before outside plugins. None of them imports

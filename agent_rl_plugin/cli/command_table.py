@@ -12,11 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-#: :data:`agent_rl_plugin.plugins.ENTRY_POINT_GROUP` and ``DISABLE_AUTOLOAD_ENV``, here so that
-#: :func:`entry_point_plugins_installed` imports no pluggy (``tests/test_cli_fast_path.py``
-#: checks they are the same).
-ENTRY_POINT_GROUP = "agent_rl_plugin"
-DISABLE_AUTOLOAD_ENV = "AGENT_RL_DISABLE_PLUGIN_AUTOLOAD"
+from agent_rl_plugin.plugin_names import DISABLE_AUTOLOAD_ENV as DISABLE_AUTOLOAD_ENV  # no pluggy
+from agent_rl_plugin.plugin_names import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 
 #: The built-in command groups, registered as plugins under these names by :func:`build_app`
 #: (``agent-rl plugins`` lists them as built-ins).
