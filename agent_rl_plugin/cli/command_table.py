@@ -94,6 +94,8 @@ COMMAND_SUMMARIES: dict[str, tuple[str, str]] = {
 
 #: The root's one-line help (``agent-rl --help``); the fast path prints it too.
 ROOT_HELP = "Record agents into DuckDB, look at what they did, score them and train on them."
+#: The help of the root's ``--version`` (``-V``) option.
+VERSION_HELP = "Print the version and exit."
 
 
 def entry_point_plugins_installed() -> bool:

@@ -42,6 +42,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence, TextIO
 
+from agent_rl_plugin.cli.command_table import VERSION_HELP  # standard library only
+
 #: ``AGENT_RL_CLI_FAST=0`` (or ``false``/``no``/``off``) turns the fast path off.
 DISABLE_ENV = "AGENT_RL_CLI_FAST"
 #: The variable typer's shell completion reads for ``agent-rl``: set, the app answers.
@@ -296,7 +298,7 @@ TYPES_HIGHLIGHTS = (
 USAGE = "Usage: agent-rl [OPTIONS] COMMAND [ARGS]..."
 #: The root's options as ``--help`` lists them: (long, short, help).
 ROOT_OPTIONS = (
-    ("--version", "-V", "Print the version and exit."),
+    ("--version", "-V", VERSION_HELP),
     ("--help", "", "Show this message and exit."),
 )
 

@@ -31,6 +31,7 @@ from agent_rl_plugin.cli.command_table import COMMAND_SUMMARIES as COMMAND_SUMMA
 from agent_rl_plugin.cli.command_table import DISABLE_AUTOLOAD_ENV as DISABLE_AUTOLOAD_ENV
 from agent_rl_plugin.cli.command_table import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from agent_rl_plugin.cli.command_table import ROOT_HELP as ROOT_HELP
+from agent_rl_plugin.cli.command_table import VERSION_HELP
 from agent_rl_plugin.cli.command_table import entry_point_plugins_installed as entry_point_plugins_installed
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.version import __version__
@@ -84,7 +85,7 @@ def root_callback() -> Any:
             callback=show_version,
             is_eager=True,
             expose_value=False,
-            help="Print the version and exit.",
+            help=VERSION_HELP,
         ),
     ) -> None:
         """Record agents into DuckDB, look at what they did, score them and train on them."""
