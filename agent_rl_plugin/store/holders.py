@@ -5,10 +5,16 @@ doing. While this package holds a database, the process keeps a note
 ``<db>.spool/holders/<pid>.json`` with ``what`` ("agent-rl score", "reading", "merging 3 spool
 segments") and since when; :func:`describe_holder` reads it back for an error message.
 
+A process that waits for the lock says so too: :func:`waiting` keeps a note
+``<db>.spool/holders/<pid>.<thread>.wait`` while it waits, and :func:`someone_waiting` tells a
+recording process's merger to leave the file free for a moment between its leases (it merges
+back to back otherwise).
+
 Contract: notes are best effort (a note that cannot be written is skipped, never an error);
 a note of a dead process is ignored and removed by :func:`remove_stale_notes` (run with every
 merge); :func:`holding` removes its note on exit (or restores the process's previous note when
-leases nest); a :func:`note` is removed when the process exits.
+leases nest); a :func:`note` is removed when the process exits; a :func:`waiting` note when its
+block ends.
 """
 
 from __future__ import annotations
@@ -126,3 +132,49 @@ def describe_holder(db_path: str | os.PathLike[str], pid: int | None) -> str | N
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return f"{what}, for {max(0.0, time.time() - since):.0f} s"
+
+
+WAIT_SUFFIX = ".wait"
+
+
+def _wait_note_path(db_path: str) -> str:
+    folder = os.path.dirname(_note_path(db_path, 0))
+    return os.path.join(folder, f"{os.getpid()}.{threading.get_ident()}{WAIT_SUFFIX}")
+
+
+@contextmanager
+def waiting(db_path: str | os.PathLike[str]) -> Iterator[None]:
+    """Keep a note that this thread waits for ``db_path``'s lock while the block runs. Only a
+    database with a spool folder gets one (only a recording process's merger reads them): a
+    reader never creates the spool folder."""
+    path = _wait_note_path(os.path.abspath(os.fspath(db_path)))
+    folder = os.path.dirname(path)
+    try:
+        if os.path.isdir(os.path.dirname(folder)):
+            if not os.path.isdir(folder):
+                os.mkdir(folder, 0o700)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def someone_waiting(db_path: str | os.PathLike[str]) -> bool:
+    """True when a live process (this one included) waits for ``db_path``'s lock (:func:`waiting`)."""
+    folder = os.path.dirname(_note_path(os.fspath(db_path), 0))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.endswith(WAIT_SUFFIX):
+            pid_text = entry.split(".", 1)[0]
+            if pid_text.isdigit() and pid_alive(int(pid_text)):
+                return True
+    return False

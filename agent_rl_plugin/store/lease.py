@@ -30,7 +30,7 @@ import duckdb
 
 from agent_rl_plugin.store.compaction import MergeResult, merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError, is_config_conflict
-from agent_rl_plugin.store.holders import holding, remove_stale_notes
+from agent_rl_plugin.store.holders import holding, remove_stale_notes, waiting
 from agent_rl_plugin.store.opening import connect_file, make_private, open_write_connection
 from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers
 
@@ -56,22 +56,37 @@ def _busy(exc: BaseException) -> bool:
 
 
 def with_wait(path: str, open_once: Callable[[], T], wait_s: float) -> T:
-    """``open_once()`` until it succeeds or ``wait_s`` has passed while the file is busy."""
+    """``open_once()`` until it succeeds or ``wait_s`` has passed while the file is busy. While it
+    waits, a note says so (:func:`~agent_rl_plugin.store.holders.waiting`): a recording process's
+    merger then leaves the file free between its leases."""
     started = time.monotonic()
-    pause = 0.01
-    while True:
-        try:
-            return open_once()
-        except StoreError as exc:
-            waited = time.monotonic() - started
-            if not _busy(exc):
-                raise
-            if waited >= wait_s:
-                if isinstance(exc, StoreLockedError):
-                    raise StoreBusy(path, exc.pid, exc.holder, exc.detail, exc.doing, waited) from exc
-                raise StoreBusy(path, os.getpid(), None, str(exc), None, waited) from exc
-            time.sleep(min(pause, max(0.0, wait_s - waited)))
+    try:
+        return open_once()
+    except StoreError as exc:
+        if not _busy(exc):
+            raise
+        if wait_s <= 0:
+            raise _busy_error(path, exc, time.monotonic() - started) from exc
+    with waiting(path):
+        pause = 0.01
+        while True:
+            time.sleep(min(pause, max(0.0, wait_s - (time.monotonic() - started))))
             pause = min(pause * 2, 0.2)
+            try:
+                return open_once()
+            except StoreError as exc:
+                if not _busy(exc):
+                    raise
+                waited = time.monotonic() - started
+                if waited >= wait_s:
+                    raise _busy_error(path, exc, waited) from exc
+
+
+def _busy_error(path: str, exc: StoreError, waited: float) -> StoreBusy:
+    """The :class:`StoreBusy` to raise after waiting ``waited`` seconds, naming the holder."""
+    if isinstance(exc, StoreLockedError):
+        return StoreBusy(path, exc.pid, exc.holder, exc.detail, exc.doing, waited)
+    return StoreBusy(path, os.getpid(), None, str(exc), None, waited)
 
 
 @contextmanager

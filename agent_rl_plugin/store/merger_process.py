@@ -336,7 +336,11 @@ main(sys.argv[2:])
 def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
     """The child's loop: one JSON request per line in, one :class:`MergeOutcome` per line out. A
     request stops after the lease in progress when the agent has ended (the child then belongs to
-    another parent): the file is not held for a dead agent's backlog, which its readers merge."""
+    another parent): the file is not held for a dead agent's backlog, which its readers merge; and
+    when another process or thread waits for the file (a reader, a scorer): it gets the file
+    before the next lease."""
+    from agent_rl_plugin.store.holders import someone_waiting
+
     parent = os.getppid()
     for line in requests:
         request = json.loads(line)
@@ -344,7 +348,7 @@ def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
             path,
             wait_s=float(request["wait_s"]),
             limits=LeaseLimits.from_request(request),
-            keep_going=lambda: os.getppid() == parent,
+            keep_going=lambda: os.getppid() == parent and not someone_waiting(path),
         )
         import resource  # POSIX only, as the child
 

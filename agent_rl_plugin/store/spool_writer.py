@@ -11,10 +11,13 @@ and flush semantics):
   ``spans_dropped``.
 * A segment holds what waited for the writer, up to ``MAX_SEGMENT_ROWS`` spans (passed by less
   than one submitted batch), so the Arrow tables and encoded Parquet held at once stay bounded.
-* Every ``merge_interval_s`` a merger thread (started with the first batch) tries to merge the
+* Every ``merge_interval_s``, or as soon as ``PROMPT_MERGE_ROWS`` rows were written since its
+  last merge began (but at least ``MERGE_GAP_S`` after that merge ended, so readers and other
+  writers get the file), a merger thread (started with the first batch) tries to merge the
   segments into the database in short leases (:func:`~agent_rl_plugin.store.lease.try_merge`)
-  of at most ``MERGE_MAX_ROWS`` rows and ``MERGE_THREADS`` DuckDB thread each (a merge's memory
-  grows with both), without waiting for the lock; segment writing never waits for it. On each flush and at close
+  of at most ``CHILD_MERGE_MAX_ROWS`` rows in the merger process (``MERGE_MAX_ROWS`` in the
+  agent's own) and ``MERGE_THREADS`` DuckDB thread each (a merge's memory grows with both),
+  without waiting for the lock; segment writing never waits for it. On each flush and at close
   the writer thread merges after writing: on a flush only if the lock is free at once
   (``flush_merge_wait_s``, 0: readers see unmerged segments anyway, so the agent never waits
   for another process), at close waiting up to ``close_merge_wait_s`` (2 s). When another process holds the file, the segments stay for
@@ -44,6 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from agent_rl_plugin.store.errors import StoreError, storage_problem
+from agent_rl_plugin.store.holders import someone_waiting
 from agent_rl_plugin.store.merger_process import LeaseLimits, MergerProcess, merge_leases
 from agent_rl_plugin.store.rows import SpanBatch
 from agent_rl_plugin.store.spool import (
@@ -78,17 +82,46 @@ def _spool_error(path: str, exc: BaseException) -> StoreError:
 #: bounds the Arrow tables and the encoded Parquet a recording process holds at once.
 MAX_SEGMENT_ROWS = 8_192
 #: Most span rows one merge lease inserts (whole segments, at least one) and DuckDB's threads for
-#: it: the memory of a merge grows with the rows of its transaction (about 3-4 KB each) and with
-#: its threads, and a recording process merges while the agent runs.
+#: it, when the agent merges in its own process: the memory of a merge grows with the rows of its
+#: transaction (about 3-4 KB each) and with its threads, and the agent runs meanwhile.
 MERGE_MAX_ROWS = 8_192
 MERGE_THREADS = 1
 #: Leases one merge may take in a row (each merges at most MERGE_MAX_ROWS rows).
 MAX_LEASES_PER_MERGE = 8
+#: The same for the merger process, whose memory is not the agent's: a lease costs ~50-70 ms
+#: whatever its size (opening the file, checkpointing a small transaction), so 8,192-row leases
+#: merged at half the rate of one bulk insert (21 against 10 us per span); 65,536-row leases come
+#: within 10% of it, for ~35 MB more peak memory in the child (measured: docs/benchmarks.md). Two
+#: of them hold the file about as long as eight small ones did (~1.3 s), so readers wait no longer.
+CHILD_MERGE_MAX_ROWS = 65_536
+CHILD_MAX_LEASES_PER_MERGE = 2
+#: Rows written to segments since the last background merge began at which the merger thread
+#: merges at once instead of at its next ``merge_interval_s``: a burst is merged while it is
+#: being recorded, beside it, not a second after it.
+PROMPT_MERGE_ROWS = 16_384
+#: Shortest pause between the end of one background merge and the start of the next: the file is
+#: free for readers and other writers then (a waiting reader retries at least every 0.2 s).
+MERGE_GAP_S = 0.25
 #: ``AGENT_RL_MERGER``: ``auto`` (the default: see :meth:`SpoolWriter._merger_for_merge`),
 #: ``process`` or ``thread``.
 MERGER_MODES = ("auto", "process", "thread")
 #: How long closing waits for a background merge in progress to finish.
 MERGER_JOIN_TIMEOUT_S = 30.0
+
+
+#: What one merge of a recording process may do, in the merger process and in the agent's own.
+CHILD_LIMITS = LeaseLimits(
+    max_leases=CHILD_MAX_LEASES_PER_MERGE,
+    max_segments=CHUNK_SEGMENTS,
+    max_rows=CHILD_MERGE_MAX_ROWS,
+    merge_threads=MERGE_THREADS,
+)
+IN_PROCESS_LIMITS = LeaseLimits(
+    max_leases=MAX_LEASES_PER_MERGE,
+    max_segments=CHUNK_SEGMENTS,
+    max_rows=MERGE_MAX_ROWS,
+    merge_threads=MERGE_THREADS,
+)
 
 
 #: The mode when ``AGENT_RL_MERGER`` names none (the test suite sets ``thread`` for its own process:
@@ -121,6 +154,8 @@ class SpoolWriter(StoreWriter):
         self._merger_process: MergerProcess | None = None
         self._merger: threading.Thread | None = None
         self._stop_merging = threading.Event()
+        self._merge_now = threading.Event()  # set with _stop_merging too: wakes the merger thread
+        self._rows_since_merge = 0  # rows written to segments since the last background merge began
 
     def _write(self, batches: list[SpanBatch]) -> None:
         n = sum(b.num_spans for b in batches)
@@ -146,6 +181,9 @@ class SpoolWriter(StoreWriter):
             self.stats.add(
                 spans_written=n, batches_written=1, rewards_written=0 if rewards is None else rewards.num_rows
             )
+            self._rows_since_merge += n  # the writer thread alone adds; the merger thread resets
+            if self._rows_since_merge >= PROMPT_MERGE_ROWS:
+                self._merge_now.set()
         finally:
             with self._lock:
                 self._pending -= n
@@ -155,6 +193,7 @@ class SpoolWriter(StoreWriter):
         a flush or close merges here, in the writer thread, after the last segment is written."""
         if closing:  # no DuckDB work may be left running in a thread when the process ends
             self._stop_merging.set()
+            self._merge_now.set()
             merger = self._merger
             if merger is not None and merger is not threading.current_thread():
                 merger.join(MERGER_JOIN_TIMEOUT_S)
@@ -174,32 +213,46 @@ class SpoolWriter(StoreWriter):
                     self._merger.start()
 
     def _merge_in_background(self) -> None:
-        while not self._stop_merging.wait(self.merge_interval_s):
+        """Merge every ``merge_interval_s``, or as soon as ``PROMPT_MERGE_ROWS`` rows were written
+        since the last merge began (or that merge took all the leases it may: more may wait).
+        While another process or thread waits for the file (:func:`~agent_rl_plugin.store.holders.someone_waiting`),
+        never sooner than ``MERGE_GAP_S`` after the last merge ended. The first merge starts at
+        once when a merger process does it: the process starts beside the agent's first segments,
+        not in a later flush."""
+        ended = time.monotonic()
+        if not self._wants_merger_process():
+            self._merge_now.wait(self.merge_interval_s)
+        while not self._stop_merging.is_set():
+            pause = MERGE_GAP_S - (time.monotonic() - ended)
+            if pause > 0 and someone_waiting(self.path) and self._stop_merging.wait(pause):
+                return
+            self._merge_now.clear()
+            self._rows_since_merge = 0
             try:
-                self._merge(0.0)
+                if self._merge(0.0):
+                    self._merge_now.set()
             except Exception as exc:  # noqa: BLE001 - reported; the next merge tries again
                 self._report("merge", exc)
+            ended = time.monotonic()
+            self._merge_now.wait(self.merge_interval_s)
 
-    def _merge(self, wait_s: float) -> None:
-        """Merge in leases of at most ``MERGE_MAX_ROWS`` rows each (one DuckDB thread), so that
-        a backlog (segments that waited while another process held the file) never holds the
-        file, nor memory, for long at a time; readers and writers get the file between the
-        leases, and what is left waits for the next merge. The merger process does it when this
-        writer has one, or starts one (:meth:`_merger_for_merge`); this process does it otherwise,
-        and when the merger could not answer."""
-        limits = LeaseLimits(
-            max_leases=MAX_LEASES_PER_MERGE,
-            max_segments=CHUNK_SEGMENTS,
-            max_rows=MERGE_MAX_ROWS,
-            merge_threads=MERGE_THREADS,
-        )
+    def _merge(self, wait_s: float) -> bool:
+        """Merge in bounded leases (:data:`CHILD_LIMITS` in the merger process,
+        :data:`IN_PROCESS_LIMITS` here; one DuckDB thread), so that a backlog (segments that
+        waited while another process held the file) never holds the file, nor memory, for long at
+        a time; readers and writers get the file between the leases, and what is left waits for
+        the next merge. The merger process does it when this writer has one, or starts one
+        (:meth:`_merger_for_merge`); this process does it otherwise, and when the merger could
+        not answer. True when it took every lease it may (more segments may be waiting)."""
         outcome = None
+        limits = CHILD_LIMITS
         merger = self._merger_for_merge()
         if merger is not None:
             outcome = merger.merge(wait_s=wait_s, limits=limits, lock_wait_s=None if wait_s > 0 else 0.0)
             if outcome is not None and outcome.peak_rss_mb is not None:
                 self.merger_peak_rss_mb = max(self.merger_peak_rss_mb or 0.0, outcome.peak_rss_mb)
         if outcome is None:
+            limits = IN_PROCESS_LIMITS
             outcome = merge_leases(self.path, wait_s=wait_s, limits=limits)
         for fields in outcome.results:
             self._count(fields)
@@ -209,16 +262,21 @@ class SpoolWriter(StoreWriter):
         failure = outcome.failure(self.path)
         if failure is not None:
             self._report("merge", failure)
+        return len(outcome.results) >= limits.max_leases
+
+    def _wants_merger_process(self) -> bool:
+        """True when the next merge is the merger process's: ``auto`` wants one for the first
+        merge that finds segments waiting (none is started for nothing),
+        ``AGENT_RL_MERGER=process`` for any merge, ``thread`` never."""
+        if self.merger_mode == "thread" or not MergerProcess.supported():
+            return False
+        return self._merger_process is not None or self.merger_mode == "process" or bool(list_segments(self.path))
 
     def _merger_for_merge(self) -> MergerProcess | None:
-        """The merger process to merge with; ``None``: merge in this process. ``auto`` starts
-        one for the first merge that finds segments waiting (none is started for nothing);
-        ``AGENT_RL_MERGER=process`` starts one for any merge, ``thread`` never."""
-        if self.merger_mode == "thread" or not MergerProcess.supported():
+        """The merger process to merge with (started on first use); ``None``: merge in this process."""
+        if not self._wants_merger_process():
             return None
         if self._merger_process is None:
-            if self.merger_mode != "process" and not list_segments(self.path):
-                return None
             with self._lock:
                 if self._merger_process is None:
                     self._merger_process = MergerProcess(self.path)
