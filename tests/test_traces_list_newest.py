@@ -11,15 +11,23 @@ when it read the whole view, in every output format.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from agent_rl_plugin.cli import traces
+from agent_rl_plugin.cli import traces, traces_core
+from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.data.synthetic import synthesize_store
 from agent_rl_plugin.store import connect_writer
+from agent_rl_plugin.store.rows import SpanConverter
+from agent_rl_plugin.store.spool import list_segments, write_segment
 from tests.cli_output import cli_output
+from tests.test_store_spool import Keep
 
 COLUMNS = (
     "rollout_id, task_id, group_id, status, start_time, round(duration_ms, 1) as duration_ms, "
@@ -144,7 +152,38 @@ def test_traces_list_prints_what_the_whole_view_gives(
     monkeypatch.setenv("COLUMNS", "120")
     args = ["traces", "list", "--db", str(path), *options]
     fast = cli_output(capsys, *args)
-    monkeypatch.setattr(traces, "newest_rollouts_source", lambda limit, filters=None: "rollouts")
+    monkeypatch.setattr(traces_core, "newest_rollouts_source", lambda limit, filters=None: "rollouts")
     whole = cli_output(capsys, *args)
     assert fast == whole
     assert fast.strip()
+
+
+def test_traces_list_shows_rollouts_still_in_the_spool_while_another_process_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's segment not merged yet, and another process reading the file: the command
+    cannot merge it, and shows it through the spool overlay, where ``spans`` is a view without
+    the row ids the cut-down SQL finds roots by (it failed with a binder error on ``rowid``)."""
+    path = tmp_path / "store.duckdb"
+    synthesize_store(path, rollouts=10, llm_calls=1, group_size=2, n_tasks=2)
+    keep = Keep()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(keep))
+    root = {sc.ROLLOUT_ID: "r-spool", sc.ROLLOUT_ROOT: True, sc.SPAN_KIND: sc.SPAN_KIND_AGENT, sc.TASK_ID: "task-new"}
+    with provider.get_tracer("t").start_as_current_span("invoke_agent late", attributes=root):
+        pass
+    write_segment(path, SpanConverter().convert(keep.spans).spans)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+         "print('reading', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stdout.readline().strip() == "reading"
+        monkeypatch.setenv("COLUMNS", "200")
+        for options in ([], ["--task", "task-new"], ["-n", "3", "--json"], ["--group", "nobody"]):
+            out = cli_output(capsys, "traces", "list", "--db", str(path), *options)
+            assert ("r-spool" in out) == (options != ["--group", "nobody"]), (options, out)
+        assert len(list_segments(path)) == 1  # shown, not merged: the file was not ours to write
+    finally:
+        reader.communicate("", timeout=30)

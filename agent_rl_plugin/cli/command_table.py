@@ -108,7 +108,7 @@ def entry_point_plugins_installed() -> bool:
     any ``.egg`` entry of ``sys.path`` counts as a possible plugin."""
     if os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes"):
         return False
-    header = f"[{ENTRY_POINT_GROUP}]"
+    header = f"[{ENTRY_POINT_GROUP}]".encode()  # ASCII: found in the bytes iff in the decoded text
     for folder in sys.path:
         if folder.endswith(".egg"):  # an egg install (a folder or a zip): not scanned here
             return True
@@ -117,12 +117,26 @@ def entry_point_plugins_installed() -> bool:
         except OSError:
             continue
         for entry in entries:
-            if not entry.name.endswith((".dist-info", ".egg-info")):
-                continue
-            try:
-                with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8", errors="replace") as handle:
-                    if header in handle.read():
-                        return True
-            except OSError:
-                continue
+            if entry.name.endswith((".dist-info", ".egg-info")) and header in _read_bytes(
+                os.path.join(entry.path, "entry_points.txt")
+            ):
+                return True
     return False
+
+
+def _read_bytes(path: str) -> bytes:
+    """The bytes of the file at ``path``, empty when it cannot be read: raw reads, without a text
+    stream's set-up (some hundred files are read on every start of a command)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return b""
+    chunks = []
+    try:
+        while chunk := os.read(descriptor, 1 << 16):
+            chunks.append(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(descriptor)
+    return b"".join(chunks)

@@ -21,14 +21,12 @@ import inspect
 import io
 import json
 import os
-import signal
 import sys
 import threading
-from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, NoReturn, Sequence, TypeVar
 
 from agent_rl_plugin.errors import AgentRLError
 
@@ -88,6 +86,8 @@ def stop_on_signal() -> Iterator[threading.Event]:
     """An event set by SIGTERM or SIGINT (Ctrl-C) while the block runs; the previous handlers are
     put back when it ends. For long-running commands (``serve``, ``policy serve``) that must stop
     cleanly: wait on the event, then shut down."""
+    import signal  # only long-running commands use it: not imported by a short command's start-up
+
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -307,8 +307,7 @@ class OutputFormat(str, Enum):
 ALL_FORMATS: tuple[str, ...] = ("table", "json", "csv")
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):  # a named tuple, not a frozen dataclass: cheaper to make at import
     """How a listing command prints, as chosen by :func:`output_options`: ``format`` is
     ``"table"``, ``"json"`` or ``"csv"``; ``wide`` asks tables for every column in full;
     ``formats`` are those the command offers (the table's "more columns" note names them)."""

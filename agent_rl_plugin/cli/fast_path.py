@@ -39,8 +39,7 @@ import inspect
 import os
 import re
 import sys
-from dataclasses import dataclass
-from typing import Any, Sequence, TextIO
+from typing import Any, NamedTuple, Sequence, TextIO
 
 from agent_rl_plugin.cli.command_table import VERSION_HELP  # standard library only
 
@@ -53,8 +52,7 @@ TYPER_RICH_ENV = "TYPER_USE_RICH"
 FORMATS = ("table", "json", "csv")
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(NamedTuple):  # a named tuple, not a dataclass: made at import, ~4x faster
     """One option of a command: ``dest`` is the typer parameter's name, ``flags`` its option
     strings, ``kind`` ``str``/``int``/``float``/``bool`` (a flag) or ``choice`` (of
     ``choices``), ``default`` what the command gets without it, ``minimum`` its lower bound."""
@@ -67,8 +65,7 @@ class Opt:
     choices: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """A command the fast path runs: its words (``("traces", "list")``), the name of its one
     positional argument (``None``: it takes none), its options."""
 

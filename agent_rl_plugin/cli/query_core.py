@@ -10,6 +10,8 @@ checks there) while ``agent-rl serve`` holds the file.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from agent_rl_plugin.cli.common import Output, UserError, db_path
 
 #: ``--timeout``: default and lower bound (seconds); ``--max-rows``: default and lower bound.
@@ -50,17 +52,49 @@ def run_query_result(
 
     Raises :class:`UserError` for a refused statement or an SQL error, with the fix.
     """
-    from agent_rl_plugin.store.errors import StoreLockedError
-    from agent_rl_plugin.store.sql_errors import SqlTooBig
-    from agent_rl_plugin.store.user_sql import QueryTimeout, SqlRefused, UserSqlError, run_user_query_rows
+    from agent_rl_plugin.store.user_sql import run_user_query_rows
 
     if not sql.strip():
         raise UserError("the query is empty", 'pass a SELECT, e.g. agent-rl query "select * from rollouts"')
-    remote = _through_receiver(path, sql)  # a running receiver holds the file: ask it, don't wait for the lock
+    return _run_read_only(
+        path, sql, lambda: run_user_query_rows(path, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes)
+    )
+
+
+def run_own_query(
+    path: str, sql: str, params: dict[str, Any], remote_sql: str, overlay_sql: str | None = None
+) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of a command's own SQL against the database at ``path``, as
+    :func:`run_query` gives them, without the user-SQL check
+    (:func:`~agent_rl_plugin.store.user_sql.run_own_query_rows`: the same locked read-only
+    connection, limits and errors). ``sql`` holds no text from the user: the user's values are
+    in ``params``, bound to its ``$name`` parameters by DuckDB. ``remote_sql`` is the same
+    statement with those values written in as SQL literals: what a running ``agent-rl serve``
+    gets (its ``/query`` takes SQL text only, and checks it as user SQL). ``overlay_sql`` runs
+    instead where the connection shows unmerged spool segments (see ``run_own_query_rows``)."""
+    from agent_rl_plugin.store.user_sql import run_own_query_rows
+
+    def local() -> Any:
+        return run_own_query_rows(
+            path, sql, params, timeout_s=600.0, max_rows=1 << 62, max_bytes=1 << 62, overlay_sql=overlay_sql
+        )
+
+    columns, rows, _ = _run_read_only(path, remote_sql, local)
+    return columns, rows
+
+
+def _run_read_only(path: str, remote_sql: str, local: Callable[[], Any]) -> tuple[list[str], list[tuple], str | None]:
+    """(columns, rows, truncated) from ``agent-rl serve`` when it holds ``path`` (``remote_sql``),
+    else from ``local()`` (a :class:`~agent_rl_plugin.store.user_sql.QueryRows`), its errors as
+    :class:`UserError` with the fix; a lock taken meanwhile by a receiver sends it there."""
+    from agent_rl_plugin.store.errors import StoreLockedError
+    from agent_rl_plugin.store.sql_errors import QueryTimeout, SqlRefused, SqlTooBig, UserSqlError
+
+    remote = _through_receiver(path, remote_sql)  # a running receiver holds the file: ask it, don't wait for the lock
     if remote is not None:
         return remote
     try:
-        result = run_user_query_rows(path, sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes)
+        result = local()
     except SqlTooBig as exc:
         raise UserError(str(exc), exc.hint) from None
     except SqlRefused as exc:
@@ -70,7 +104,7 @@ def run_query_result(
     except UserSqlError as exc:
         raise UserError(str(exc), QUERY_HINT) from None
     except StoreLockedError:
-        remote = _through_receiver(path, sql)
+        remote = _through_receiver(path, remote_sql)
         if remote is None:
             raise
         return remote

@@ -10,8 +10,10 @@ them. The rows are the view's own, so the output is the same.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from agent_rl_plugin.cli.common import Output, UserError, db_path
-from agent_rl_plugin.cli.query_core import run_query
+from agent_rl_plugin.cli.query_core import run_own_query
 
 #: ``--limit``: default and lower bound.
 LIST_LIMIT = 20
@@ -86,7 +88,9 @@ def newest_rollouts_source(limit: int, root_filters: list[str] | None = None) ->
     ``is_rollout_root`` span by start and span id, as in the view); every rollout whose start is
     at least the ``limit``-th newest is kept (ties included; every one when fewer rollouts pass,
     or when the cut is a NULL start), and only these rollouts' spans and rewards are read, through
-    the indexes on ``rollout_id``."""
+    the indexes on ``rollout_id``. The root's values are taken NULLs included (``arg_min_null``),
+    as the view takes the root's row: a root without a task neither matches a filter nor holds a
+    place in the cut for another root of its rollout."""
     parts = _rollouts_view_parts() if 1 <= limit <= NEWEST_MAX else None
     if parts is None:
         return "rollouts"
@@ -94,8 +98,8 @@ def newest_rollouts_source(limit: int, root_filters: list[str] | None = None) ->
     key = "(start_unix_nano, span_id)"
     where = f"WHERE {' AND '.join(root_filters)}" if root_filters else ""
     newest = f"""WITH _newest_roots AS (
-    SELECT rollout_id, arg_min(start_time, {key}) AS start_time, arg_min(task_id, {key}) AS task_id,
-        arg_min(group_id, {key}) AS group_id
+    SELECT rollout_id, arg_min_null(start_time, {key}) AS start_time, arg_min_null(task_id, {key}) AS task_id,
+        arg_min_null(group_id, {key}) AS group_id
     FROM spans
     WHERE is_rollout_root
     GROUP BY rollout_id
@@ -119,6 +123,30 @@ members AS ("""
     return f"({newest}{body}) AS rollouts"
 
 
+#: The ``traces list`` filters: (option, column, parameter name).
+_FILTERS = (("--task", "task_id", "task"), ("--group", "group_id", "group"), ("--status", "status", "status"))
+
+
+def list_sql(limit: int, values: dict[str, str], value_sql: Callable[[str], str], newest: bool = True) -> str:
+    """The ``traces list`` statement for the ``limit`` newest rollouts passing the filters in
+    ``values`` (parameter name of :data:`_FILTERS` to value; only those given). ``value_sql(name)``
+    is what stands for a value in the SQL: a ``$name`` parameter (the local query, which binds
+    the values) or the value as an SQL literal (the SQL a running receiver gets). ``newest``
+    false: read the ``rollouts`` view whole (:func:`newest_rollouts_source` finds roots by
+    ``rowid``, which a connection showing unmerged spool segments has not: its ``spans`` is a view)."""
+    limit = int(limit)
+    conditions = {name: f"{column} = {value_sql(name)}" for _, column, name in _FILTERS if name in values}
+    filters = list(conditions.values())
+    roots = [conditions[name] for name in ("task", "group") if name in conditions]
+    where = f"where {' and '.join(filters)}" if filters else ""
+    source = "rollouts" if "status" in values or not newest else newest_rollouts_source(limit, roots)
+    return (
+        "select rollout_id, task_id, group_id, status, start_time, round(duration_ms, 1) as duration_ms, "
+        "n_llm_calls, n_tool_calls, n_tool_errors, total_reward "
+        f"from {source} {where} order by start_time desc limit {limit}"
+    )
+
+
 def list_traces_command(
     db: str | None, limit: int, task: str | None, group: str | None, status: str | None, output: Output
 ) -> None:
@@ -126,26 +154,22 @@ def list_traces_command(
     rollouts (only those of ``task``, ``group``, ``status`` when given) of the database of
     ``db``, printed in ``output``'s format (a table with :data:`LIST_TABLE_COLUMNS`, JSON or
     CSV with the query's columns). Raises :class:`~agent_rl_plugin.cli.common.UserError` (an
-    SQL error) and the store's errors (no database file)."""
-    limit = int(limit)
-    for flag, value in (("--task", task), ("--group", group), ("--status", status)):
+    SQL error, a value that is not UTF-8 text) and the store's errors (no database file).
+
+    The statement is the package's own: the filter values are bound as parameters, never
+    written into it, so it runs without the user-SQL check
+    (:func:`~agent_rl_plugin.cli.query_core.run_own_query`) on the same locked read-only
+    connection; a running receiver gets it with the values as SQL literals, and checks it."""
+    given = {"task": task, "group": group, "status": status}
+    for flag, _, name in _FILTERS:
+        value = given[name]
         if value and not _is_text(value):
             raise UserError(f"{flag} is not UTF-8 text", f"pass {flag} as UTF-8 text")
-    filters = []
-    if task:
-        filters.append(f"task_id = {_sql_literal(task)}")
-    if group:
-        filters.append(f"group_id = {_sql_literal(group)}")
-    if status:
-        filters.append(f"status = {_sql_literal(status)}")
-    where = f"where {' and '.join(filters)}" if filters else ""
-    source = "rollouts" if status else newest_rollouts_source(limit, filters)
-    sql = (
-        "select rollout_id, task_id, group_id, status, start_time, round(duration_ms, 1) as duration_ms, "
-        "n_llm_calls, n_tool_calls, n_tool_errors, total_reward "
-        f"from {source} {where} order by start_time desc limit {limit}"
-    )
-    columns, rows = run_query(db_path(db), sql)
+    values = {name: value for name, value in given.items() if value}
+    sql = list_sql(limit, values, lambda name: f"${name}")
+    remote_sql = list_sql(limit, values, lambda name: _sql_literal(values[name]))
+    overlay_sql = list_sql(limit, values, lambda name: f"${name}", newest=False)
+    columns, rows = run_own_query(db_path(db), sql, values, remote_sql, overlay_sql)
     if output.format != "table":
         output.rows(columns, rows, title="rollouts")
         return

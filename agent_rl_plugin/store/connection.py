@@ -34,19 +34,16 @@ Contract:
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import duckdb
 
-from agent_rl_plugin.store.compaction import merge_segments
 from agent_rl_plugin.store.errors import StoreError, StoreLockedError
 from agent_rl_plugin.store.holders import holding, note
-from agent_rl_plugin.store.lease import READ_WAIT_S, WRITE_WAIT_S, open_read_only, try_merge, with_wait, write_lease
 from agent_rl_plugin.store.live_writers import (  # noqa: F401 - re-exported: the registry's old home
     WriterHandle,
     live_writer,
@@ -54,13 +51,22 @@ from agent_rl_plugin.store.live_writers import (  # noqa: F401 - re-exported: th
     store_key,
     unregister_writer,
 )
-from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
-from agent_rl_plugin.store.opening import open_write_connection
-from agent_rl_plugin.store.reading import overlay_unmerged
-from agent_rl_plugin.store.snapshots import announced_receiver, open_snapshot
 from agent_rl_plugin.store.spool import CHUNK_SEGMENTS, list_segments
 
-logger = logging.getLogger("agent_rl_plugin.store")
+# The lease, compaction, migrations, opening, reading and snapshots modules (and logging) are
+# imported where they are used: the read-only SQL checks below and the locked user-SQL path of
+# ``agent-rl query`` / ``traces list`` need none of them at start-up.
+
+
+def __getattr__(name: str) -> Any:
+    """``open_write_connection``, re-exported from :mod:`agent_rl_plugin.store.opening` (its old
+    home), imported on first use."""
+    if name == "open_write_connection":
+        from agent_rl_plugin.store.opening import open_write_connection
+
+        return open_write_connection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 NO_DATABASE = "no database at {path}: run an agent with agent-rl configured, or `agent-rl demo`"
 
@@ -74,13 +80,19 @@ def connect_writer(
     path: str | os.PathLike[str],
     *,
     flush_timeout_s: float = 30.0,
-    wait_s: float = WRITE_WAIT_S,
+    wait_s: float | None = None,
     what: str = "writing",
 ) -> duckdb.DuckDBPyConnection:
     """A read-write connection to ``path`` with every migration applied and the spool merged.
     Close it when done: other processes wait while it is open. ``what`` is what the holder note
-    says (for other processes' lock messages)."""
+    says (for other processes' lock messages). ``wait_s``: ``None`` is
+    :data:`~agent_rl_plugin.store.lease.WRITE_WAIT_S`."""
+    from agent_rl_plugin.store.compaction import merge_segments
+    from agent_rl_plugin.store.lease import WRITE_WAIT_S, with_wait
+    from agent_rl_plugin.store.opening import open_write_connection
+
     text = os.fspath(path)
+    wait_s = WRITE_WAIT_S if wait_s is None else wait_s
     cursor = _flushed_cursor(text, flush_timeout_s)
     if cursor is not None:
         return cursor
@@ -96,6 +108,9 @@ def connect_writer(
 
 def ensure_schema(path: str | os.PathLike[str]) -> list[str]:
     """Create ``path`` if needed and apply missing migrations; returns the names applied."""
+    from agent_rl_plugin.store.lease import WRITE_WAIT_S, with_wait
+    from agent_rl_plugin.store.opening import open_write_connection
+
     text = os.fspath(path)
     cursor = _flushed_cursor(text, 30.0)
     if cursor is not None:
@@ -113,10 +128,17 @@ def open_reader(
     flush_timeout_s: float = 30.0,
     upgrade: bool = True,
     snapshot: bool = True,
-    wait_s: float = READ_WAIT_S,
+    wait_s: float | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A connection for reading ``path`` (see the module contract). Close it when done."""
+    """A connection for reading ``path`` (see the module contract). Close it when done.
+    ``wait_s``: ``None`` is :data:`~agent_rl_plugin.store.lease.READ_WAIT_S`."""
+    from agent_rl_plugin.store.lease import READ_WAIT_S, open_read_only, try_merge, write_lease
+    from agent_rl_plugin.store.migrations import applied_migrations, pending_migrations
+    from agent_rl_plugin.store.reading import overlay_unmerged
+    from agent_rl_plugin.store.snapshots import announced_receiver, open_snapshot
+
     text = os.fspath(path)
+    wait_s = READ_WAIT_S if wait_s is None else wait_s
     cursor = _flushed_cursor(text, flush_timeout_s)
     if cursor is not None:
         return cursor
@@ -134,7 +156,11 @@ def open_reader(
             lease_wait_s = wait_s if list_segments(text) else min(1.0, wait_s)
         try_merge(text, wait_s=lease_wait_s, max_segments=CHUNK_SEGMENTS)
     except (StoreError, duckdb.Error, OSError) as exc:  # e.g. a full disk: reading still works
-        logger.debug("agent-rl: could not merge the spool of %s before reading: %s", text, exc)
+        import logging
+
+        logging.getLogger("agent_rl_plugin.store").debug(
+            "agent-rl: could not merge the spool of %s before reading: %s", text, exc
+        )
     if not os.path.exists(text):
         raise StoreError(NO_DATABASE.format(path=text), text)
     served = snapshot and announced_receiver(text)  # it holds the file for good: do not wait
@@ -183,9 +209,24 @@ _READ_PRAGMAS = frozenset(
         "version",
     }
 )
-_PRAGMA_NAME = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-_EXPLAIN_PREFIX = re.compile(r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE)
-_LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.DOTALL)
+# Compiled on first use (:func:`_regex`): compiling them all costs about a millisecond at import,
+# and the check of a SELECT whose parse tree DuckDB serializes needs none of them.
+_PATTERNS: dict[str, tuple[str, int]] = {
+    "pragma_name": (r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE),
+    "explain_prefix": (r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE),
+    "leading_comments": (r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.DOTALL),
+    # sql_words: strings, quoted names, comments and dollar-quoted text, else a bare word (group 1)
+    "sql_tokens": (
+        r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|--[^\n]*|/\*.*?(?:\*/|$)|\$\$.*?(?:\$\$|$)|([A-Za-z_][A-Za-z0-9_$]*)""",
+        re.DOTALL,
+    ),
+}
+
+
+def _regex(name: str) -> re.Pattern[str]:
+    """The pattern ``name`` of :data:`_PATTERNS`, compiled (``re`` keeps the compiled patterns)."""
+    pattern, flags = _PATTERNS[name]
+    return re.compile(pattern, flags)
 
 
 def is_read_only_sql(sql: str) -> bool:
@@ -210,9 +251,9 @@ def _statement_reads_only(statement: duckdb.Statement) -> bool:
     kind = statement.type
     if kind == duckdb.StatementType.SELECT:
         return not modifies_data(statement.query)
-    text = _LEADING_COMMENTS.sub("", statement.query)
+    text = _regex("leading_comments").sub("", statement.query)
     if kind == duckdb.StatementType.EXPLAIN:
-        inner = _EXPLAIN_PREFIX.sub("", text, count=1)
+        inner = _regex("explain_prefix").sub("", text, count=1)
         if inner == text:
             return False
         try:
@@ -220,7 +261,7 @@ def _statement_reads_only(statement: duckdb.Statement) -> bool:
         except duckdb.Error:
             return False
     if kind == duckdb.StatementType.PRAGMA:
-        match = _PRAGMA_NAME.match(text)
+        match = _regex("pragma_name").match(text)
         return match is not None and match.group(1).lower() in _READ_PRAGMAS
     return False
 
@@ -256,10 +297,6 @@ _WRITING_WORDS = frozenset(
         "use",
         "vacuum",
     }
-)
-_SQL_TOKENS = re.compile(
-    r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|--[^\n]*|/\*.*?(?:\*/|$)|\$\$.*?(?:\$\$|$)|([A-Za-z_][A-Za-z0-9_$]*)""",
-    re.DOTALL,
 )
 _parser_lock = threading.Lock()
 _parser: duckdb.DuckDBPyConnection | None = None
@@ -366,7 +403,7 @@ def _query_node_types(node: object, found: set[str]) -> set[str]:
 
 def sql_words(sql: str) -> list[str]:
     """The bare words of ``sql`` (lower case), skipping strings, quoted names and comments."""
-    return [match.group(1).lower() for match in _SQL_TOKENS.finditer(sql) if match.group(1)]
+    return [match.group(1).lower() for match in _regex("sql_tokens").finditer(sql) if match.group(1)]
 
 
 def modifies_data(sql: str) -> bool:

@@ -11,12 +11,15 @@ Contract:
   streams the rows under the same row cap, and as long as an upper bound of their Arrow bytes
   (:func:`bytes_bound`) stays within ``max_bytes`` no byte cap can cut them. Another type, or a
   bound over ``max_bytes``, runs the query through :func:`fetch_arrow`, so the columns, the rows
-  and where a cap cuts are always :func:`fetch_arrow`'s.
+  and where a cap cuts are always :func:`fetch_arrow`'s. With ``plan_once`` (SQL known to give
+  plain columns) the statement is planned once: its types come from its own result.
+* Both take ``params``: values bound to the statement's ``?``/``$name`` parameters by DuckDB
+  (never spliced into its text), as ``DuckDBPyConnection.execute`` takes them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -54,13 +57,13 @@ _VALUE_BYTES = 24
 
 
 def fetch_arrow(
-    connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int
+    connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int, params: Any = None
 ) -> tuple[pa.Table, str | None]:
-    """(table, reason): the result of ``sql`` read as Arrow batches under the caps; ``reason``
-    is ``"rows"`` or ``"bytes"`` when a cap cut it."""
+    """(table, reason): the result of ``sql`` (its parameters bound from ``params``) read as
+    Arrow batches under the caps; ``reason`` is ``"rows"`` or ``"bytes"`` when a cap cut it."""
     import pyarrow as pa
 
-    relation = connection.sql(sql)
+    relation = connection.sql(sql, params=params)
     if relation is None:  # a statement without a result
         return pa.table({}), None
     return _fetch_arrow(relation, max_rows, max_bytes)
@@ -116,18 +119,39 @@ def bytes_bound(chunk: list[tuple], sized: list[int]) -> int:
 
 
 def fetch_rows(
-    connection: duckdb.DuckDBPyConnection, sql: str, max_rows: int, max_bytes: int
+    connection: duckdb.DuckDBPyConnection,
+    sql: str,
+    max_rows: int,
+    max_bytes: int,
+    params: Any = None,
+    *,
+    plan_once: bool = False,
 ) -> tuple[list[str], list[tuple], str | None]:
-    """(columns, rows, reason): what :func:`fetch_arrow` gives, as Python rows (module contract)."""
-    relation = connection.sql(sql)
-    if relation is None:  # a statement without a result
-        return [], [], None
-    names = [str(t) for t in relation.types]
-    if not all(plain_type(name) for name in names):
-        table, reason = _fetch_arrow(relation, max_rows, max_bytes)
+    """(columns, rows, reason): what :func:`fetch_arrow` gives, as Python rows (module contract).
+
+    The column types come from a relation of ``sql`` (bound, not run), then the statement runs
+    again to stream its rows. ``plan_once``: run it at once and read the types from its result,
+    planning it once, not twice; a result with a type outside :data:`PLAIN_TYPES` then runs again
+    through Arrow (an aggregate would be computed twice), so it is for SQL whose columns are
+    plain (a command's own, such as ``traces list``'s long statement)."""
+    relation: duckdb.DuckDBPyRelation | None = None
+    if plan_once:
+        connection.execute(sql, params)  # streams: each fetchmany runs the query on for the next rows
+        description = connection.description
+        names = None if description is None else [str(d[1]) for d in description]  # as ``relation.types``
+    else:
+        relation = connection.sql(sql, params=params)
+        names = None if relation is None else [str(t) for t in relation.types]
+    if names is None or not all(plain_type(name) for name in names):
+        if plan_once:
+            connection.abort()  # the result started: the Arrow path runs it again
+        if names is None:  # a statement without a result
+            return [], [], None
+        table, reason = _fetch_arrow(relation or connection.sql(sql, params=params), max_rows, max_bytes)
         return list(table.column_names), table_rows(table), reason
     sized = [i for i, name in enumerate(names) if name in ("VARCHAR", "JSON", "BLOB")]
-    connection.execute(sql)  # streams: each fetchmany runs the query on for the next rows
+    if not plan_once:
+        connection.execute(sql, params)  # streams: each fetchmany runs the query on for the next rows
     try:
         columns = [str(d[0]) for d in connection.description or []]
         rows: list[tuple] = []
@@ -146,6 +170,6 @@ def fetch_rows(
     finally:
         connection.abort()  # the rest of a cut result (nothing when it was read to its end)
     if reason == "bytes":  # the byte cap may cut it: where it does is Arrow's to say
-        table, reason = _fetch_arrow(connection.sql(sql), max_rows, max_bytes)
+        table, reason = _fetch_arrow(connection.sql(sql, params=params), max_rows, max_bytes)
         return list(table.column_names), table_rows(table), reason
     return columns, rows, reason

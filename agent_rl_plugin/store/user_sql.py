@@ -35,6 +35,8 @@ Contract:
   :class:`~agent_rl_plugin.store.errors.StoreLockedError` is raised (``agent-rl query`` asks
   the ``agent-rl serve`` holding it instead). :func:`run_user_query_rows` is the same with
   :func:`run_locked_rows`.
+* :func:`run_own_query_rows` runs a command's own SQL (``traces list``; no user text in it, the
+  user's values bound as ``params``) as :func:`run_user_query_rows` does, unchecked.
 """
 
 from __future__ import annotations
@@ -60,18 +62,10 @@ from agent_rl_plugin.store.connection import (
     sql_words,
 )
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, is_lock_error, translate_duckdb_error
-from agent_rl_plugin.store.lease import READ_WAIT_S, try_merge, with_wait
-from agent_rl_plugin.store.migrations import MIGRATIONS, applied_migrations
-from agent_rl_plugin.store.reading import overlay_unmerged
+from agent_rl_plugin.store.holders import remove_stale_notes
 from agent_rl_plugin.store.result_fetch import fetch_arrow, fetch_rows, table_rows
-from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, spool_dir
-from agent_rl_plugin.store.sql_errors import (
-    QueryCancelled,
-    QueryTimeout,
-    SqlRefused,
-    UserSqlError,
-    check_sql_size,
-)
+from agent_rl_plugin.store.spool import SpoolNotPrivate, list_segments, remove_leftovers, spool_dir
+from agent_rl_plugin.store.sql_errors import QueryCancelled, QueryTimeout, SqlRefused, UserSqlError, check_sql_size
 
 if TYPE_CHECKING:  # pyarrow is imported where a result is fetched as Arrow, not by agent-rl query
     import pyarrow as pa
@@ -93,62 +87,27 @@ LOCKED_SETTINGS: dict[str, Any] = {
 #: Table functions user SQL may call: generators and catalog listings, nothing that reads a file
 #: or a URL or runs SQL from a string.
 ALLOWED_TABLE_FUNCTIONS = frozenset(
-    {
-        "range",
-        "generate_series",
-        "unnest",
-        "json_each",
-        "json_tree",
-        "repeat",
-        "repeat_row",
-        "duckdb_columns",
-        "duckdb_constraints",
-        "duckdb_databases",
-        "duckdb_dependencies",
-        "duckdb_functions",
-        "duckdb_indexes",
-        "duckdb_keywords",
-        "duckdb_schemas",
-        "duckdb_sequences",
-        "duckdb_tables",
-        "duckdb_types",
-        "duckdb_views",
-        "pragma_table_info",
-        "pragma_show",
-        "pragma_storage_info",
-        "pragma_database_size",
-        "pragma_version",
-        "pragma_platform",
-        "pragma_collations",
-        "pragma_metadata_info",
-        "pragma_database_list",
-        "pragma_show_tables",
-        "pragma_user_agent",
-        "pragma_functions",
-    }
+    """
+    range generate_series unnest json_each json_tree repeat repeat_row duckdb_columns
+    duckdb_constraints duckdb_databases duckdb_dependencies duckdb_functions duckdb_indexes
+    duckdb_keywords duckdb_schemas duckdb_sequences duckdb_tables duckdb_types duckdb_views
+    pragma_table_info pragma_show pragma_storage_info pragma_database_size pragma_version
+    pragma_platform pragma_collations pragma_metadata_info pragma_database_list pragma_show_tables
+    pragma_user_agent pragma_functions
+    """.split()
 )
 _PATH_CHARACTERS = set("/\\.:*?~$")
 # When DuckDB cannot serialize a statement's tree, these words refuse it (file and SQL-string readers).
 _FILE_WORDS = frozenset(
-    {
-        "glob",
-        "query",
-        "query_table",
-        "sniff_csv",
-        "parquet_metadata",
-        "parquet_schema",
-        "parquet_file_metadata",
-        "parquet_kv_metadata",
-        "parquet_bloom_probe",
-    }
+    "glob query query_table sniff_csv parquet_metadata parquet_schema parquet_file_metadata parquet_kv_metadata "
+    "parquet_bloom_probe".split()
 )
 SQL_HINT = "tables and views: spans, rewards, rollouts, steps, llm_calls, tool_calls, events (see docs/schema.md)"
 
 
 @dataclass
 class QueryResult:
-    """A user query's result: ``table`` (Arrow), ``truncated`` when a cap cut it (``reason``:
-    ``"rows"`` or ``"bytes"``), and the wall-clock time it took."""
+    """A query's Arrow ``table``; ``truncated`` by a cap (``reason``: rows or bytes); its time."""
 
     table: pa.Table
     truncated: bool = False
@@ -168,8 +127,7 @@ class QueryResult:
 
 @dataclass
 class QueryRows:
-    """A user query's result as Python rows (:func:`run_locked_rows`): the ``columns`` and
-    ``rows`` :class:`QueryResult` gives for the same query, ``truncated``/``reason`` likewise."""
+    """:class:`QueryResult`'s ``columns``, ``rows`` and the rest, as Python rows (:func:`run_locked_rows`)."""
 
     columns: list[str]
     rows: list[tuple]
@@ -298,6 +256,8 @@ def open_locked(
             if list_segments(spool_of):
                 folder = spool_dir(spool_of).replace("'", "''")
                 connection.execute(f"SET allowed_directories = ['{folder}']")
+                from agent_rl_plugin.store.reading import overlay_unmerged  # only with a spool
+
                 overlay_unmerged(connection, spool_of)
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
@@ -334,14 +294,16 @@ def run_locked_rows(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
     cancel: Callable[[], bool] | None = None,
+    params: dict[str, Any] | None = None,
+    plan_once: bool = False,
 ) -> QueryRows:
     """:func:`run_locked` with the result as Python rows, fetched without pyarrow when the
-    column types allow it (see the module contract): the same columns, rows and caps."""
+    column types allow it (see the module contract): the same columns, rows and caps. ``params``:
+    values for ``$name`` parameters, bound by DuckDB; ``plan_once``: see ``fetch_rows``."""
     limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_bytes": max_bytes}
     started = time.monotonic()
-    columns, rows, reason = _guarded(
-        connection, lambda: fetch_rows(connection, sql, max_rows, max_bytes), timeout_s, cancel
-    )
+    fetch = lambda: fetch_rows(connection, sql, max_rows, max_bytes, params, plan_once=plan_once)  # noqa: E731
+    columns, rows, reason = _guarded(connection, fetch, timeout_s, cancel)
     return QueryRows(columns, rows, reason is not None, reason, time.monotonic() - started, limits)
 
 
@@ -406,7 +368,7 @@ def run_user_query(
     max_bytes: int = DEFAULT_MAX_BYTES,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     cancel: Callable[[], bool] | None = None,
-    wait_s: float = READ_WAIT_S,
+    wait_s: float | None = None,
 ) -> QueryResult:
     """:func:`_run_user_query` with :func:`run_locked`: the result as an Arrow table."""
 
@@ -425,10 +387,9 @@ def run_user_query_rows(
     max_bytes: int = DEFAULT_MAX_BYTES,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     cancel: Callable[[], bool] | None = None,
-    wait_s: float = READ_WAIT_S,
+    wait_s: float | None = None,
 ) -> QueryRows:
-    """:func:`_run_user_query` with :func:`run_locked_rows`: the result as Python rows (what
-    ``agent-rl query`` prints), the same as :func:`run_user_query`'s ``columns`` and ``rows``."""
+    """:func:`run_user_query` with :func:`run_locked_rows`: Python rows (what ``agent-rl query`` prints)."""
 
     def run(connection: duckdb.DuckDBPyConnection) -> QueryRows:
         return run_locked_rows(
@@ -438,26 +399,63 @@ def run_user_query_rows(
     return _run_user_query(db_path, sql, run, memory_limit=memory_limit, wait_s=wait_s)
 
 
+_OVERLAID = "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'spans'"
+
+
+def run_own_query_rows(
+    db_path: str | os.PathLike[str],
+    sql: str,
+    params: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    wait_s: float | None = None,
+    overlay_sql: str | None = None,
+) -> QueryRows:
+    """:func:`run_user_query_rows` for a command's own SQL (see the module contract);
+    ``overlay_sql`` runs instead where unmerged segments are shown (``spans``: a view, no ``rowid``)."""
+
+    def run(connection: duckdb.DuckDBPyConnection) -> QueryRows:
+        statement = sql
+        if overlay_sql is not None and connection.execute(_OVERLAID).fetchone() != (0,):
+            statement = overlay_sql
+        return run_locked_rows(  # plan_once: the package's statements give plain columns
+            connection,
+            statement,
+            timeout_s=timeout_s,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            params=params,
+            plan_once=True,
+        )
+
+    return _run_user_query(db_path, sql, run, memory_limit=memory_limit, wait_s=wait_s, check=False)
+
+
 def _run_user_query(
     db_path: str | os.PathLike[str],
     sql: str,
     run: Callable[[duckdb.DuckDBPyConnection], R],
     *,
     memory_limit: str,
-    wait_s: float,
+    wait_s: float | None,
+    check: bool = True,
 ) -> R:
     """Check ``sql`` and run it on a locked read-only connection to ``db_path`` (see the module
     contract). The store is first brought up to date as for any reader (this process's recorder
     flushed, spool segments merged when possible, an old schema upgraded) by opening and closing
     :func:`~agent_rl_plugin.store.connection.open_reader`, unless there is nothing to bring up
     to date (:func:`_ready_without_reader`; an old schema found on the query's connection then
-    still goes through open_reader). Raises :class:`UserSqlError`
-    (refused, failed, timed out) or :class:`~agent_rl_plugin.store.errors.StoreError` (no
-    database, locked by another process for ``wait_s``)."""
+    still goes through open_reader). Raises :class:`UserSqlError` (refused, failed, timed out) or
+    :class:`~agent_rl_plugin.store.errors.StoreError` (no database, locked for ``wait_s``, ``None``:
+    ``READ_WAIT_S``). ``check`` false: ``sql`` is the package's own, not checked."""
     path = os.fspath(db_path)
-    checked = _open_checked(path, sql, memory_limit)
+    checked = _open_checked(path, sql, memory_limit, check)
     if checked is None:
-        check_user_sql(sql)
+        if check:
+            check_user_sql(sql)
         ready = _ready_without_reader(path)
         if not ready:
             open_reader(path, snapshot=False, wait_s=wait_s).close()
@@ -473,13 +471,18 @@ def _run_user_query(
                 raise (translate_duckdb_error(exc, path) or StoreError(str(exc), path)) from exc
             raise
 
+    def open_waiting() -> duckdb.DuckDBPyConnection:
+        from agent_rl_plugin.store.lease import READ_WAIT_S, with_wait  # here: lease brings the merge code
+
+        return with_wait(path, open_once, READ_WAIT_S if wait_s is None else wait_s)
+
     try:
         try:
-            connection = checked if checked is not None else with_wait(path, open_once, wait_s)
+            connection = checked if checked is not None else open_waiting()
             if ready and _needs_upgrade(connection):  # an old schema: upgrade it as open_reader does
                 connection.close()
                 open_reader(path, snapshot=False, wait_s=wait_s).close()
-                connection = with_wait(path, open_once, wait_s)
+                connection = open_waiting()
         except duckdb.Error as exc:
             if not is_config_conflict(exc) and "already attached" not in str(exc):
                 translated = translate_duckdb_error(exc, path)
@@ -500,7 +503,7 @@ def _run_user_query(
             shutil.rmtree(copy_dir, ignore_errors=True)
 
 
-def _open_checked(path: str, sql: str, memory_limit: str) -> duckdb.DuckDBPyConnection | None:
+def _open_checked(path: str, sql: str, memory_limit: str, check: bool = True) -> duckdb.DuckDBPyConnection | None:
     """The query's locked connection to ``path`` with ``sql`` checked on that connection's own
     parser (:func:`~agent_rl_plugin.store.connection.parse_on`), when the store needs nothing
     brought up to date (:func:`_nothing_to_bring_up`; its housekeeping follows the check) and
@@ -508,7 +511,8 @@ def _open_checked(path: str, sql: str, memory_limit: str) -> duckdb.DuckDBPyConn
     then opening starts two (start-up time of ``agent-rl query``). ``None`` when not, or when
     opening fails in any way: the caller then checks first and opens as before, so its errors,
     waits and their order are unchanged. Raises what :func:`check_user_sql` raises (after
-    closing the connection): refused SQL is parsed, never run, and brings nothing up to date."""
+    closing the connection): refused SQL is parsed, never run, and brings nothing up to date.
+    ``check`` false: the package's own SQL, not checked."""
     if not _nothing_to_bring_up(path):
         return None
     try:
@@ -516,12 +520,13 @@ def _open_checked(path: str, sql: str, memory_limit: str) -> duckdb.DuckDBPyConn
     except Exception:  # noqa: BLE001 - locked, held by this process, unreadable: the usual way says so
         return None
     try:
-        with connection.cursor() as cursor, parse_on(cursor):
-            check_user_sql(sql)
+        if check:
+            with connection.cursor() as cursor, parse_on(cursor):
+                check_user_sql(sql)
     except BaseException:
         connection.close()
         raise
-    try_merge(path, wait_s=0.0)  # the housekeeping of _ready_without_reader (nothing to merge)
+    _housekeeping(path)
     return connection
 
 
@@ -544,19 +549,33 @@ def _ready_without_reader(path: str) -> bool:
     merge); the schema is checked on the query's own connection (:func:`_needs_upgrade`)."""
     if not _nothing_to_bring_up(path):
         return False
-    try_merge(path, wait_s=0.0)
+    _housekeeping(path)
     return True
+
+
+def _housekeeping(path: str) -> None:
+    """``lease.try_merge(path, wait_s=0.0)`` without importing the merge code when the spool holds
+    no segment: leftovers of dead writers and stale holder notes removed (what it does then)."""
+    if list_segments(path):
+        from agent_rl_plugin.store.lease import try_merge
+
+        try_merge(path, wait_s=0.0)
+        return
+    remove_leftovers(path)
+    remove_stale_notes(path)
 
 
 def _needs_upgrade(connection: duckdb.DuckDBPyConnection) -> bool:
     """Whether the database behind ``connection`` has migrations recorded and some missing (what
     :func:`~agent_rl_plugin.store.connection.open_reader` upgrades before reading)."""
-    try:
+    from agent_rl_plugin.store.migrations import MIGRATIONS, MIGRATIONS_TABLE
+
+    try:  # one statement, not applied_migrations' two (a catalog scan first): start-up of a command
         with connection.cursor() as cursor:  # its own results: none left unfinished on ``connection``
-            done = set(applied_migrations(cursor))  # read once (pending_migrations would read it again)
-        return bool(done) and any(migration.name not in done for migration in MIGRATIONS)
-    except duckdb.Error:
+            done = {row[0] for row in cursor.execute(f"SELECT name FROM {MIGRATIONS_TABLE}").fetchall()}
+    except duckdb.Error:  # no tracking table (nothing recorded, as applied_migrations says), or unreadable
         return False
+    return bool(done) and any(migration.name not in done for migration in MIGRATIONS)
 
 
 def copy_database(cursor: duckdb.DuckDBPyConnection, dest: str, *, close: bool = False) -> str:
