@@ -4,8 +4,8 @@ pyarrow allocates through its bundled mimalloc, which on Linux (memory overcommi
 whole arenas eagerly. A recording agent makes a few MB of Arrow buffers (rows, Parquet spool
 segments), and eager arenas turn that into 20+ MB of resident memory: measured on a 30,000-span
 agent, 114-123 MB peak RSS against 96-98 MB with ``MIMALLOC_ARENA_EAGER_COMMIT=0`` (mimalloc's
-own option: commit arena memory when it is used). And mimalloc keeps freed memory for 10 ms
-before it returns it to the system, long enough for the next segment's buffers to land beside it:
+own option: commit arena memory when it is used). And mimalloc keeps freed memory for a second
+(``purge_delay`` 1000 ms in pyarrow 26's build) before it returns it to the system:
 with ``MIMALLOC_PURGE_DELAY=0`` as well (return it at once) a 100,000-span agent peaks 8 MB lower
 (120 against 112 MB, twice each, the same loop time). mimalloc reads its options once, when
 pyarrow's library is loaded, so the options must be in the environment at ``import pyarrow``.
@@ -13,9 +13,10 @@ pyarrow's library is loaded, so the options must be in the environment at ``impo
 Contract of :func:`lean_arrow_allocator`:
 
 * inside the block, ``MIMALLOC_ARENA_EAGER_COMMIT=0`` and ``MIMALLOC_PURGE_DELAY=0`` are in
-  ``os.environ`` when pyarrow is not imported yet and the user has set none of them nor
-  ``ARROW_DEFAULT_MEMORY_POOL`` (their choice wins, always); on leaving, the environment is as
-  before (subprocesses started later inherit nothing from us);
+  ``os.environ`` when pyarrow is not imported yet and the user has set none of them (in any case,
+  as mimalloc reads them; nor the older ``MIMALLOC_RESET_DELAY``) nor ``ARROW_DEFAULT_MEMORY_POOL``
+  (their choice wins, always); on leaving, the environment is as before (subprocesses started
+  later inherit nothing from us);
 * it imports nothing itself: pyarrow is loaded only if the code inside the block loads it (a
   process that records over OTLP alone never loads it);
 * once pyarrow is loaded (by us or by the user, before or after), it does nothing.
@@ -46,7 +47,8 @@ def user_chose_allocator(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``environ`` (default ``os.environ``) already says how pyarrow allocates: it names
     pyarrow's pool or sets one of the options we would set."""
     environ = os.environ if environ is None else environ
-    return ARROW_POOL in environ or any(name in environ for name in LEAN_ARROW_ENV)
+    choices = {ARROW_POOL, *LEAN_ARROW_ENV, "MIMALLOC_RESET_DELAY"}  # mimalloc: any case, legacy name
+    return any(name.upper() in choices for name in environ)
 
 
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -22,40 +22,82 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import stat
 import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
 from agent_rl_plugin.store.liveness import pid_alive
-from agent_rl_plugin.store.spool import remove_spool_if_empty
+from agent_rl_plugin.store.spool import check_private, remove_spool_if_empty
 
 _lock = threading.Lock()
 _active: dict[str, list[str]] = {}  # db key -> stack of what this process is doing
+
+
+def _note_pid(entry: str) -> int | None:
+    """The pid a note's name starts with; ``None`` for a name no process of ours writes."""
+    text = entry.split(".", 1)[0]
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    pid = int(text)
+    return pid if pid > 0 else None
 
 
 def _note_path(db_path: str, pid: int) -> str:
     return os.path.abspath(db_path) + f".spool{os.sep}holders{os.sep}{pid}.json"
 
 
-def _write(db_path: str, what: str) -> None:
-    path = _note_path(db_path, os.getpid())
+def _notes_folder(db_path: str, *, make_spool: bool = False, make_holders: bool = True) -> int | None:
+    """A descriptor of ``<db>.spool/holders`` (opened without following a link) when the spool
+    folder is a private folder of ours, else ``None``; each folder is made (0700) when missing if
+    its flag says so. Notes are never written through a link nor into a folder another user
+    could fill (docs/store.md: such a spool is left alone)."""
+    spool = os.path.dirname(os.path.dirname(_note_path(db_path, 0)))
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        temp = f"{path}.{threading.get_ident()}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if make_spool:
+            os.makedirs(spool, mode=0o700, exist_ok=True)
+        if not stat.S_ISDIR(os.lstat(spool).st_mode):
+            return None
+        check_private(spool)
+        folder = os.path.join(spool, "holders")
+        if make_holders:
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except Exception:  # noqa: BLE001 - no spool, not private, a link, no permission: no note
+        return None
+
+
+def _write(db_path: str, what: str) -> None:
+    folder = _notes_folder(db_path, make_spool=True)
+    if folder is None:
+        return
+    name = os.path.basename(_note_path(db_path, os.getpid()))
+    temp = f"{name}.{threading.get_ident()}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=folder)
         with os.fdopen(fd, "w") as handle:
             json.dump({"pid": os.getpid(), "what": what, "since": time.time()}, handle)
-        os.replace(temp, path)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except OSError:
         pass
+    finally:
+        os.close(folder)
 
 
 def _remove(db_path: str) -> None:
+    folder = _notes_folder(db_path, make_holders=False)
+    if folder is None:
+        return
     try:
-        os.remove(_note_path(db_path, os.getpid()))
+        os.remove(os.path.basename(_note_path(db_path, os.getpid())), dir_fd=folder)
     except OSError:
         pass
+    finally:
+        os.close(folder)
 
 
 @contextmanager
@@ -110,8 +152,8 @@ def remove_stale_notes(db_path: str | os.PathLike[str]) -> int:
         return 0
     removed = 0
     for entry in entries:
-        pid_text = entry.split(".", 1)[0]
-        if not pid_text.isdigit() or pid_alive(int(pid_text)):
+        pid = _note_pid(entry)
+        if pid is None or pid_alive(pid):
             continue
         try:
             os.remove(os.path.join(folder, entry))
@@ -147,22 +189,24 @@ def waiting(db_path: str | os.PathLike[str]) -> Iterator[None]:
     """Keep a note that this thread waits for ``db_path``'s lock while the block runs. Only a
     database with a spool folder gets one (only a recording process's merger reads them): a
     reader never creates the spool folder."""
-    path = _wait_note_path(os.path.abspath(os.fspath(db_path)))
-    folder = os.path.dirname(path)
-    try:
-        if os.path.isdir(os.path.dirname(folder)):
-            if not os.path.isdir(folder):
-                os.mkdir(folder, 0o700)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
-    except OSError:
-        pass
+    key = os.path.abspath(os.fspath(db_path))
+    name = os.path.basename(_wait_note_path(key))
+    folder = _notes_folder(key)
+    if folder is not None:
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=folder))
+        except OSError:
+            os.close(folder)
+            folder = None
     try:
         yield
     finally:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        if folder is not None:
+            try:
+                os.remove(name, dir_fd=folder)
+            except OSError:
+                pass
+            os.close(folder)
 
 
 def someone_waiting(db_path: str | os.PathLike[str]) -> bool:
@@ -174,7 +218,7 @@ def someone_waiting(db_path: str | os.PathLike[str]) -> bool:
         return False
     for entry in entries:
         if entry.endswith(WAIT_SUFFIX):
-            pid_text = entry.split(".", 1)[0]
-            if pid_text.isdigit() and pid_alive(int(pid_text)):
+            pid = _note_pid(entry)
+            if pid is not None and pid_alive(pid):
                 return True
     return False

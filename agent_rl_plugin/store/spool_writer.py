@@ -220,7 +220,12 @@ class SpoolWriter(StoreWriter):
         once when a merger process does it: the process starts beside the agent's first segments,
         not in a later flush."""
         ended = time.monotonic()
-        if not self._wants_merger_process():
+        try:
+            at_once = self._wants_merger_process()
+        except Exception as exc:  # noqa: BLE001 - e.g. a spool folder that is not private
+            self._report("merge", exc)
+            at_once = False
+        if not at_once:
             self._merge_now.wait(self.merge_interval_s)
         while not self._stop_merging.is_set():
             pause = MERGE_GAP_S - (time.monotonic() - ended)
@@ -234,6 +239,8 @@ class SpoolWriter(StoreWriter):
             except Exception as exc:  # noqa: BLE001 - reported; the next merge tries again
                 self._report("merge", exc)
             ended = time.monotonic()
+            if self._stop_merging.is_set():
+                return
             self._merge_now.wait(self.merge_interval_s)
 
     def _merge(self, wait_s: float) -> bool:
@@ -253,7 +260,9 @@ class SpoolWriter(StoreWriter):
                 self.merger_peak_rss_mb = max(self.merger_peak_rss_mb or 0.0, outcome.peak_rss_mb)
         if outcome is None:
             limits = IN_PROCESS_LIMITS
-            outcome = merge_leases(self.path, wait_s=wait_s, limits=limits)
+            outcome = merge_leases(
+                self.path, wait_s=wait_s, limits=limits, keep_going=lambda: not someone_waiting(self.path)
+            )
         for fields in outcome.results:
             self._count(fields)
         if outcome.interrupted:
