@@ -17,6 +17,7 @@ import agent_rl_plugin as arl
 from agent_rl_plugin.cli.main import main
 from agent_rl_plugin.demo.calculator import demo_tasks
 from agent_rl_plugin.demo.run import run_groups
+from agent_rl_plugin.store import lease
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -166,8 +167,9 @@ def test_database_from_environment(recorded, capsys, monkeypatch):
     assert code == 0 and out.splitlines()[1] == "6"
 
 
-def test_locked_database_names_the_fix(recorded, capsys, tmp_path):
+def test_locked_database_names_the_fix(recorded, capsys, tmp_path, monkeypatch):
     path, _ = recorded
+    monkeypatch.setattr(lease, "READ_WAIT_S", 1.0)  # the message, not the 15 s a reader waits by default
     holder = subprocess.Popen(
         [
             sys.executable,
