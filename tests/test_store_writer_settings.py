@@ -25,7 +25,7 @@ def settings_of(db: Path) -> dict[str, str]:
 
 def limited(db: Path) -> bool:
     settings = settings_of(db)
-    return settings["threads"] == "1" and settings["memory_limit"] == "61.0 MiB"  # SET memory_limit = '64MB'
+    return settings["threads"] == "1" and settings["memory_limit"] == "244.1 MiB"  # SET memory_limit = '256MB'
 
 
 def write(writer: StoreWriter, rollout: str) -> None:
@@ -85,3 +85,26 @@ def test_a_reader_cursor_inherited_by_a_forked_child_is_not_counted_there(tmp_pa
         assert writer._readers == 0  # noqa: SLF001 - the parent's own cursor is counted down
     finally:
         writer.close()
+
+
+def test_a_batch_duckdb_has_no_memory_for_is_written_in_halves_not_dropped(tmp_path, monkeypatch):
+    """``agent-rl serve`` under load merges up to 50,000 spans into one INSERT; where DuckDB's
+    memory limit is too small for a batch, its halves are written instead (they once were
+    dropped: a quarter of the spans of a receiver taking ~20k spans/s)."""
+    from agent_rl_plugin.store import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "WRITER_SETTINGS", (("memory_limit", "'24MB'"), ("threads", "1")))
+    db = tmp_path / "runs.duckdb"
+    problems: list[BaseException] = []
+    stats = ExportStats()
+    writer = StoreWriter(str(db), stats=stats, report=lambda kind, exc: problems.append(exc), linger_s=0.0)
+    try:
+        assert writer.submit(recorded(40_000, rollout="big"))
+        assert writer.flush(120.0)
+    finally:
+        writer.close()
+    counts = stats.snapshot()
+    assert counts["spans_written"] == 40_000 and counts["spans_dropped"] == 0, counts
+    assert problems == []
+    with duckdb.connect(str(db), read_only=True) as view:
+        assert view.execute("select count(distinct span_id) from spans").fetchone() == (40_000,)

@@ -180,6 +180,12 @@ def is_data_error(exc: BaseException) -> bool:
     return isinstance(exc, _DATA_ERRORS) and not isinstance(exc, (duckdb.IOException, duckdb.FatalException))
 
 
+def needs_smaller_batches(exc: BaseException) -> bool:
+    """True when DuckDB found no memory for a batch (its ``memory_limit``): each half needs less,
+    so the rows are written in halves rather than dropped."""
+    return isinstance(exc, duckdb.OutOfMemoryException)
+
+
 @dataclass
 class RowOutcome:
     """Result of the row-by-row fallback."""
@@ -257,9 +263,11 @@ def insert_bisecting(
 ) -> RowOutcome:
     """Fallback after a failed batch: insert each half in its own transaction, splitting a
     failing half again down to single rows, which are dropped. ``k`` bad rows among ``n`` cost
-    about ``2 k log2(n)`` inserts instead of ``n``. Stops (dropping the rest) at the first error
-    that is not a data error (the database itself is failing), or after ``max_inserts``
-    attempts (most rows are bad: each INSERT costs milliseconds, the writer must not stall).
+    about ``2 k log2(n)`` inserts instead of ``n``. A part DuckDB has no memory for
+    (:func:`needs_smaller_batches`) is split the same way, losing nothing unless a single row
+    does not fit. Stops (dropping the rest) at the first error that is not a data error (the
+    database itself is failing), or after ``max_inserts`` attempts (most rows are bad: each
+    INSERT costs milliseconds, the writer must not stall).
     """
     outcome = RowOutcome()
     budget = [max_inserts]
@@ -276,10 +284,13 @@ def insert_bisecting(
         try:
             inserted = insert_batch(connection, part, part_rewards)
         except Exception as exc:
-            if outcome.first_error is None:
-                outcome.first_error = exc
-            if not is_data_error(exc):
+            smaller = needs_smaller_batches(exc)
+            if not is_data_error(exc) and not (smaller and n > 1):
+                if outcome.first_error is None:
+                    outcome.first_error = exc
                 raise _DatabaseFailed() from exc
+            if outcome.first_error is None and not smaller:
+                outcome.first_error = exc
             if n == 1:
                 outcome.dropped += 1
                 return

@@ -96,14 +96,17 @@ class _CursorRequest:
 
 _STOP = object()
 
-#: DuckDB settings of the writer's connection while only the writer uses it. Appending Arrow
-#: batches needs little memory and no parallelism, but DuckDB's defaults (80% of RAM, one
-#: thread per core) let its buffer pool and per-thread state grow by tens of MB in a recording
-#: agent. A reader served from the same connection (:meth:`StoreWriter.reader_cursor`) gets
-#: the defaults back first (its queries may need them); the writer sets these again before its
+#: DuckDB settings of the writer's connection while only the writer uses it (``agent-rl serve``).
+#: Appending Arrow batches needs no parallelism and bounded memory, but DuckDB's defaults (80% of
+#: RAM, one thread per core) let its buffer pool and per-thread state grow without need. A full
+#: batch (``batch_rows``, 50,000 spans) into the indexed ``spans`` table needs ~100 MB: under the
+#: 64 MB this once was, DuckDB ran out of memory on it (a receiver taking ~20k spans/s dropped a
+#: quarter of them). A batch that still finds no memory is written in halves (see ``_write``).
+#: A reader served from the same connection (:meth:`StoreWriter.reader_cursor`) gets the
+#: defaults back first (its queries may need them); the writer sets these again before its
 #: first write after the last reader cursor is gone (a limit set under a running reader's query
 #: would cap that query: the settings belong to the whole DuckDB instance).
-WRITER_SETTINGS = (("memory_limit", "'64MB'"), ("threads", "1"))
+WRITER_SETTINGS = (("memory_limit", "'256MB'"), ("threads", "1"))
 
 
 def _limit_writer_memory(connection: duckdb.DuckDBPyConnection) -> None:
@@ -396,7 +399,7 @@ class StoreWriter:
             self._reader_settings = False
 
     def _write(self, batches: list[SpanBatch]) -> None:
-        from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error
+        from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error, needs_smaller_batches
 
         n = sum(b.num_spans for b in batches)
         try:
@@ -413,9 +416,11 @@ class StoreWriter:
             try:
                 inserted = insert_batch(connection, spans, rewards)
             except Exception as exc:
-                self._report("insert", exc)
-                self.stats.add(batches_failed=1)
-                if not is_data_error(exc):
+                smaller = needs_smaller_batches(exc)  # DuckDB's memory limit: halves need less
+                if not smaller:
+                    self._report("insert", exc)
+                    self.stats.add(batches_failed=1)
+                if not smaller and not is_data_error(exc):
                     self.stats.add(spans_dropped=n)
                     self._discard_connection()
                     return
