@@ -101,22 +101,47 @@ _STOP = object()
 #: RAM, one thread per core) let its buffer pool and per-thread state grow without need. A full
 #: batch (``batch_rows``, 50,000 spans) into the indexed ``spans`` table needs ~100 MB: under the
 #: 64 MB this once was, DuckDB ran out of memory on it (a receiver taking ~20k spans/s dropped a
-#: quarter of them). A batch that still finds no memory is written in halves (see ``_write``).
+#: quarter of them). The indexes need memory that grows with the table, so a batch that finds
+#: none doubles the writer's limit (up to a quarter of the RAM) and is tried again, then
+#: written in halves (see ``StoreWriter._write``): a limit never costs a span.
 #: A reader served from the same connection (:meth:`StoreWriter.reader_cursor`) gets the
 #: defaults back first (its queries may need them); the writer sets these again before its
 #: first write after the last reader cursor is gone (a limit set under a running reader's query
 #: would cap that query: the settings belong to the whole DuckDB instance).
 WRITER_SETTINGS = (("memory_limit", "'256MB'"), ("threads", "1"))
+#: The most the writer's limit grows to when a batch finds no memory (a quarter of the RAM where
+#: it can be read, else this).
+MAX_WRITER_MEMORY_MB = 4096
 
 
-def _limit_writer_memory(connection: duckdb.DuckDBPyConnection) -> None:
+def _max_writer_memory_mb() -> int:
+    try:
+        return max(256, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (4 << 20))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - no sysconf (Windows)
+        return MAX_WRITER_MEMORY_MB
+
+
+def _limit_writer_memory(connection: duckdb.DuckDBPyConnection, memory_mb: int | None = None) -> None:
+    """:data:`WRITER_SETTINGS` on ``connection``, with ``memory_mb`` as the memory limit when given."""
     for name, value in WRITER_SETTINGS:
+        if name == "memory_limit" and memory_mb is not None:
+            value = f"'{int(memory_mb)}MB'"
         try:
             connection.execute(f"SET {name} = {value}")
         except Exception as exc:  # noqa: BLE001
             if not is_duckdb_error(exc):
                 raise  # pragma: no cover - an older DuckDB without the setting
             pass
+
+
+def _size_mb(text: str) -> int | None:
+    """Megabytes of a DuckDB size setting as it shows it (``'244.1 MiB'``, ``'1.5 GiB'``)."""
+    units = {"KIB": 1 / 1024, "MIB": 1, "GIB": 1024, "TIB": 1 << 20, "KB": 1 / 1000, "MB": 1, "GB": 1000}
+    number, _, unit = text.strip().partition(" ")
+    try:
+        return int(float(number) * units[unit.strip().upper()])
+    except (ValueError, KeyError):
+        return None
 
 
 def _restore_reader_settings(connection: duckdb.DuckDBPyConnection) -> None:
@@ -169,6 +194,7 @@ class StoreWriter:
         self._readers = 0  # reader cursors handed out and not yet garbage (see WRITER_SETTINGS)
         self._readers_lock = threading.Lock()
         self._reader_settings = False  # the connection runs with DuckDB's defaults for readers
+        self._memory_mb: int | None = None  # the writer's memory limit once a batch made it grow
 
     # --- caller side ----------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -347,7 +373,7 @@ class StoreWriter:
 
         try:
             self._connection, _ = open_write_connection(self.path)
-            _limit_writer_memory(self._connection)
+            _limit_writer_memory(self._connection, self._memory_mb)
             self._reader_settings = False
         except Exception as exc:
             self._open_failed_at = time.monotonic()
@@ -395,11 +421,32 @@ class StoreWriter:
         """Writer thread, before a write: :data:`WRITER_SETTINGS` again once every reader
         cursor served since they were reset is gone."""
         if self._reader_settings and self._readers == 0:
-            _limit_writer_memory(connection)
+            _limit_writer_memory(connection, self._memory_mb)
             self._reader_settings = False
 
+    def _insert_growing_memory(
+        self, connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards: pa.Table | None
+    ) -> int:
+        """``insert_batch``; when DuckDB finds no memory for it (and no reader has the connection's
+        settings), the writer's limit is doubled, up to a quarter of the RAM, and it is tried again."""
+        from agent_rl_plugin.store.batch import insert_batch, needs_smaller_batches
+
+        while True:
+            try:
+                return insert_batch(connection, spans, rewards)
+            except Exception as exc:
+                if not needs_smaller_batches(exc) or self._reader_settings:
+                    raise
+                row = connection.execute("SELECT current_setting('memory_limit')").fetchone()
+                current = _size_mb(str(row[0])) if row else None
+                ceiling = _max_writer_memory_mb()
+                if current is None or current >= ceiling:
+                    raise
+                self._memory_mb = min(ceiling, max(2 * current, 64))
+                _limit_writer_memory(connection, self._memory_mb)
+
     def _write(self, batches: list[SpanBatch]) -> None:
-        from agent_rl_plugin.store.batch import insert_batch, insert_bisecting, is_data_error, needs_smaller_batches
+        from agent_rl_plugin.store.batch import insert_bisecting, is_data_error, needs_smaller_batches
 
         n = sum(b.num_spans for b in batches)
         try:
@@ -414,9 +461,9 @@ class StoreWriter:
             if reward_tables:
                 rewards = reward_tables[0] if len(reward_tables) == 1 else pa.concat_tables(reward_tables)
             try:
-                inserted = insert_batch(connection, spans, rewards)
+                inserted = self._insert_growing_memory(connection, spans, rewards)
             except Exception as exc:
-                smaller = needs_smaller_batches(exc)  # DuckDB's memory limit: halves need less
+                smaller = needs_smaller_batches(exc)  # still no memory: halves need less
                 if not smaller:
                     self._report("insert", exc)
                     self.stats.add(batches_failed=1)
