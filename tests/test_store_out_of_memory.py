@@ -12,6 +12,9 @@ from agent_rl_plugin.store.batch import insert_batch, insert_bisecting
 from agent_rl_plugin.store.opening import open_write_connection
 from tests.test_store_spool import count, recorded
 
+#: DuckDB 2.0.0 (the lowest supported) keeps more of the indexes in memory than 2.0.1.
+DUCKDB_KEEPS_INDEXES_IN_MEMORY = tuple(int(part) for part in duckdb.__version__.split(".")[:3]) < (2, 0, 1)
+
 
 def test_a_batch_duckdb_has_no_memory_for_is_written_in_halves(tmp_path):
     db = tmp_path / "runs.duckdb"
@@ -23,7 +26,11 @@ def test_a_batch_duckdb_has_no_memory_for_is_written_in_halves(tmp_path):
         with pytest.raises(duckdb.OutOfMemoryException):
             insert_batch(connection, batch)
         outcome = insert_bisecting(connection, batch)
-        assert (outcome.written, outcome.dropped, outcome.first_error) == (6_000, 0, None)
+        if DUCKDB_KEEPS_INDEXES_IN_MEMORY:  # some rows find no room at any size: counted, and said
+            assert 0 < outcome.written < 6_000 and outcome.written + outcome.dropped == 6_000
+            assert isinstance(outcome.first_error, duckdb.OutOfMemoryException)
+        else:
+            assert (outcome.written, outcome.dropped, outcome.first_error) == (6_000, 0, None)
     finally:
         connection.close()
-    assert count(db) == 6_000
+    assert count(db) == outcome.written

@@ -271,6 +271,7 @@ def insert_bisecting(
     """
     outcome = RowOutcome()
     budget = [max_inserts]
+    last: list[BaseException | None] = [None]  # a budget spent on memory errors still says why
 
     def attempt(part: pa.Table) -> None:
         n = part.num_rows
@@ -278,12 +279,15 @@ def insert_bisecting(
             return
         if budget[0] <= 0:
             outcome.dropped += n
+            if outcome.first_error is None:
+                outcome.first_error = last[0]
             return
         budget[0] -= 1
         part_rewards = _rewards_of(rewards, part)
         try:
             inserted = insert_batch(connection, part, part_rewards)
         except Exception as exc:
+            last[0] = exc
             smaller = needs_smaller_batches(exc)
             if not is_data_error(exc) and not (smaller and n > 1):
                 if outcome.first_error is None:
