@@ -3,17 +3,26 @@ against the same spans through the in-process ``DuckDBSpanExporter``, in the sam
 
 Each worker process first builds its spans for every round (traces of LLM-call-like spans
 with ten attributes, one in ten with an event, as in ``bench/store_ingest.py``), says it is
-ready, then per round waits for the start signal and exports that round's spans with the OTel
-SDK's own ``OTLPSpanExporter`` (http/protobuf) in batches of ``--batch`` (what a
-``BatchSpanProcessor`` hands it). A round's clock runs from the start signal until every span
-is committed by the receiver. Between receiver rounds, the in-process baseline exports the
-same number of spans in this process (export + flush, a fresh file each time). At the end the
-served file is counted: zero loss means every span sent is exactly one row. ``info`` breaks the
-cost of a span down (:func:`breakdown`): the receiver's decode, convert and commit CPU time, and
-the senders' own CPU time (the SDK's encoding), which bounds the rate on few cores.
+ready, then per round waits for the start signal and sends that round's spans in requests of
+``--batch`` spans (what a ``BatchSpanProcessor`` hands an exporter). Two kinds of sender:
 
-    python bench/receiver.py                 # 4 processes x 20000 spans x 3 rounds
-    python bench/receiver.py -n 5000 --rounds 2
+* **replay** (the row's value: what the receiver itself takes): each worker encodes its
+  requests with the OTel SDK's own encoder before the clock starts (``encode_spans(...)``, the
+  bytes ``OTLPSpanExporter`` posts), then posts them on one keep-alive connection, retrying a
+  429/503 after its ``Retry-After`` as the SDK does. On a 2-core machine the senders' encoding
+  would otherwise take the receiver's CPU: in a deployment the agents run on other hosts.
+* **sdk** (a baseline, ``--senders sdk`` alone): ``OTLPSpanExporter.export`` itself, encoding on
+  the clock on the same cores as the receiver.
+
+A round's clock runs from the start signal until every span is committed by the receiver.
+Between receiver rounds, the in-process baseline exports the same number of spans in this
+process (export + flush, a fresh file each time). At the end the served file is counted: zero
+loss means every span sent is exactly one row. ``info`` breaks the cost of a span down
+(:func:`breakdown`): the receiver's decode, convert and commit CPU time, and the senders' own
+CPU time (the SDK's encoding), which bounds the SDK senders' rate on few cores.
+
+    python bench/receiver.py                 # 4 processes x 20000 spans x 3 rounds, both senders
+    python bench/receiver.py -n 5000 --rounds 2 --senders replay
     python -m bench --only receiver [--quick]
 """
 
@@ -64,6 +73,59 @@ def _worker(url: str, n: int, rounds: int, batch: int, ready: Any, starts: list,
     done.put(("encode", len(spans), time.process_time() - cpu))
 
 
+def _post(connection: Any, body: bytes) -> int:
+    """POST one encoded request; the HTTP status (the body read, so the connection is reusable)."""
+    connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+    response = connection.getresponse()
+    response.read()
+    return response.status
+
+
+def _replay_worker(url: str, n: int, rounds: int, batch: int, ready: Any, starts: list, done: Any) -> None:
+    """A sender posting requests encoded before the clock (see the module docstring): the same
+    messages as :func:`_worker`, in the same order and sizes."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    per_round = [make_spans(n) for _ in range(rounds)]
+    cpu = time.process_time()
+    bodies = [
+        [
+            (encode_spans(spans[k : k + batch]).SerializePartialToString(), len(spans[k : k + batch]))
+            for k in range(0, len(spans), batch)
+        ]
+        for spans in per_round
+    ]
+    encode_cpu = time.process_time() - cpu
+    where = urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    ready.put(os.getpid())
+    for r in range(rounds):
+        starts[r].wait()
+        failed = 0
+        started, cpu = time.perf_counter(), time.process_time()
+        for body, count in bodies[r]:
+            for attempt in range(60):  # what the SDK does on 429/503: wait and try again
+                try:
+                    status = _post(connection, body)
+                except (OSError, http.client.HTTPException):
+                    connection.close()
+                    status = 0
+                if status not in (0, 429, 503):
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            failed += 0 if status == 200 else count
+        done.put((r, n, failed, time.perf_counter() - started, time.process_time() - cpu))
+    connection.close()
+    starts[rounds].wait()
+    done.put(("encode", n * rounds, encode_cpu))
+
+
+SENDERS = {"replay": _replay_worker, "sdk": _worker}
+
+
 def in_process_rate(spans: list, path: Path, batch: int) -> tuple[float, int]:
     """Spans/s through ``DuckDBSpanExporter`` (export + flush) into a fresh file; and drops."""
     from agent_rl_plugin.store import DuckDBSpanExporter
@@ -81,17 +143,27 @@ def in_process_rate(spans: list, path: Path, batch: int) -> tuple[float, int]:
     return (len(spans) - 1) / seconds, dropped
 
 
-def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=print) -> dict[str, Any]:
-    """Receiver rounds interleaved with in-process rounds; every count needed for zero loss."""
+def measure(
+    folder: Path,
+    processes: int,
+    n: int,
+    rounds: int,
+    batch: int,
+    log=print,
+    senders: str = "replay",
+    in_process: bool = True,
+) -> dict[str, Any]:
+    """Receiver rounds (``senders``: ``replay`` or ``sdk``, see the module docstring), each
+    followed by an in-process round when ``in_process``; every count needed for zero loss."""
     from agent_rl_plugin.receiver import Receiver
 
-    path = folder / "served.duckdb"
+    path = folder / f"served-{senders}.duckdb"
     receiver = Receiver(str(path), port=0, token="", announce=False).start()
     ctx = mp.get_context("spawn")
     ready, done = ctx.Queue(), ctx.Queue()
     starts = [ctx.Event() for _ in range(rounds + 1)]  # the last: measure the senders' encoding
     workers = [
-        ctx.Process(target=_worker, args=(receiver.url, n, rounds, batch, ready, starts, done), daemon=True)
+        ctx.Process(target=SENDERS[senders], args=(receiver.url, n, rounds, batch, ready, starts, done), daemon=True)
         for _ in range(processes)
     ]
     out: dict[str, Any] = {
@@ -110,7 +182,7 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
     try:
         for worker in workers:
             worker.start()
-        local_spans = make_spans(processes * n + 1)
+        local_spans = make_spans(processes * n + 1) if in_process else []
         for _ in workers:
             ready.get(timeout=600)
         for r in range(rounds):
@@ -128,11 +200,17 @@ def measure(folder: Path, processes: int, n: int, rounds: int, batch: int, log=p
             out["failed"] += sum(x[2] for x in results)
             out["receiver"].append(sent / seconds)
             out["ack"].append(sent / (acknowledged - started))
+            if not in_process:
+                log(f"receiver ({senders} senders): round {r + 1}/{rounds}: {out['receiver'][-1]:,.0f} spans/s")
+                continue
             rate, dropped = in_process_rate(local_spans, folder / f"local-{r}.duckdb", batch)
             (folder / f"local-{r}.duckdb").unlink()
             out["in_process"].append(rate)
             out["local_dropped"] += dropped
-            log(f"receiver: round {r + 1}/{rounds}: {out['receiver'][-1]:,.0f} spans/s; in-process {rate:,.0f}")
+            log(
+                f"receiver ({senders} senders): round {r + 1}/{rounds}: {out['receiver'][-1]:,.0f} spans/s; "
+                f"in-process {rate:,.0f}"
+            )
         starts[rounds].set()
         for _ in workers:
             _, encoded, encode_cpu = done.get(timeout=600)
@@ -196,6 +274,18 @@ def breakdown(out: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _lost(out: dict[str, Any]) -> int:
+    return out["sent"] - out["distinct"]
+
+
+def _zero_loss(out: dict[str, Any]) -> bool:
+    return _lost(out) == 0 and out["rows"] == out["sent"] and out["failed"] == 0 and out["dropped"] == 0
+
+
+def _loss_detail(out: dict[str, Any]) -> str:
+    return f"rows {out['rows']}, distinct {out['distinct']}, export failures {out['failed']}, dropped {out['dropped']}"
+
+
 def run(ctx: Context) -> Row:
     processes = 4
     n = ctx.size(20_000, 2_500)
@@ -206,28 +296,44 @@ def run(ctx: Context) -> Row:
         sizes={"processes": processes, "spans_per_process_per_round": n, "rounds": rounds, "batch": batch},
     )
     ctx.log(f"receiver: {processes} processes x {n:,} spans x {rounds} rounds (building spans first)")
-    out = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log)
-    row.value = Measure("OTLP/HTTP from 4 processes into the receiver", "spans/s", out["receiver"])
+    out = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log, senders="replay")
+    sdk = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log, senders="sdk", in_process=False)
+    row.value = Measure("OTLP/HTTP from 4 processes (requests encoded before the clock)", "spans/s", out["receiver"])
     row.baselines.append(Measure("in-process exporter, same spans", "spans/s", out["in_process"]))
-    row.ratios["receiver / in-process"] = ratio(row.value.median, row.baselines[0].median)
-    row.target("spans/s", row.value.median, ">=", 40_000)
-    lost = out["sent"] - out["distinct"]
-    row.check(
-        f"zero loss: every span sent is one row ({out['sent']:,})",
-        lost == 0 and out["rows"] == out["sent"] and out["failed"] == 0 and out["dropped"] == 0,
-        f"rows {out['rows']}, distinct {out['distinct']}, export failures {out['failed']}, dropped {out['dropped']}",
+    row.baselines.append(
+        Measure("OTLP/HTTP from 4 processes encoding with the OTel SDK on the same cores", "spans/s", sdk["receiver"])
     )
+    row.ratios["receiver / in-process"] = ratio(row.value.median, row.baselines[0].median)
+    row.ratios["SDK senders / encoded before the clock"] = ratio(row.baselines[1].median, row.value.median)
+    row.target("spans/s", row.value.median, ">=", 40_000)
+    row.check(f"zero loss: every span sent is one row ({out['sent']:,})", _zero_loss(out), _loss_detail(out))
+    row.check(f"zero loss with the SDK's senders ({sdk['sent']:,})", _zero_loss(sdk), _loss_detail(sdk))
     row.check("the in-process baseline dropped nothing", out["local_dropped"] == 0, f"{out['local_dropped']} dropped")
     row.info.update(
         acknowledged_spans_per_s=median(out["ack"]),
         batches_429=out["batches_429"],
         sent=out["sent"],
         rows=out["rows"],
-        worker_exit_codes=out["exit_codes"],
+        worker_exit_codes=out["exit_codes"] + sdk["exit_codes"],
         batches_delayed=out["batches_delayed"],
         **out["breakdown"],
     )
+    row.info.update({f"sdk_senders_{key}": value for key, value in sdk["breakdown"].items()})
     return row
+
+
+def _report(out: dict[str, Any], senders: str, processes: int) -> None:
+    print(
+        f"receiver ({senders} senders): {out['sent']} spans from {processes} processes, rows {out['rows']} "
+        f"(distinct {out['distinct']}), lost {_lost(out)}, export failures {out['failed']}, "
+        f"429s {out['batches_429']}, dropped {out['dropped']}"
+    )
+    local = f"; in-process exporter: median {median(out['in_process']):,.0f} spans/s" if out["in_process"] else ""
+    print(
+        f"receiver ({senders} senders): median {median(out['receiver']):,.0f} spans/s committed "
+        f"({median(out['ack']):,.0f} acknowledged){local}; {os.cpu_count()} CPUs"
+    )
+    print(f"receiver ({senders} senders): breakdown " + ", ".join(f"{k} {v}" for k, v in out["breakdown"].items()))
 
 
 def main() -> None:
@@ -236,26 +342,25 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="exporting processes (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--batch", type=int, default=512, help="spans per export request (default 512)")
+    parser.add_argument(
+        "--senders", choices=("both", *SENDERS), default="both", help="which senders (default both; see above)"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="agent-rl-bench-receiver-"))
+    kinds = list(SENDERS) if args.senders == "both" else [args.senders]
+    bad = []
     try:
-        out = measure(folder, args.processes, args.n, args.rounds, args.batch)
+        for senders in kinds:
+            out = measure(
+                folder, args.processes, args.n, args.rounds, args.batch, senders=senders, in_process=senders == "replay"
+            )
+            _report(out, senders, args.processes)
+            if not _zero_loss(out):
+                bad.append(senders)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    lost = out["sent"] - out["distinct"]
-    print(
-        f"receiver: {out['sent']} spans from {args.processes} processes, rows {out['rows']} "
-        f"(distinct {out['distinct']}), lost {lost}, export failures {out['failed']}, "
-        f"429s {out['batches_429']}, dropped {out['dropped']}"
-    )
-    print(
-        f"receiver: median {median(out['receiver']):,.0f} spans/s committed "
-        f"({median(out['ack']):,.0f} acknowledged); in-process exporter: median {median(out['in_process']):,.0f} "
-        f"spans/s; {os.cpu_count()} CPUs"
-    )
-    print("receiver: breakdown " + ", ".join(f"{k} {v}" for k, v in out["breakdown"].items()))
-    if lost or out["rows"] != out["sent"] or out["failed"]:
-        raise SystemExit("spans were lost or duplicated")
+    if bad:
+        raise SystemExit(f"spans were lost or duplicated ({', '.join(bad)} senders)")
 
 
 if __name__ == "__main__":

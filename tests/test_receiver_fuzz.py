@@ -22,6 +22,7 @@ from agent_rl_plugin.receiver.decode import (
     request_to_json,
     spans_from_request,
 )
+from agent_rl_plugin.receiver.request_fields import fields_from_request
 from agent_rl_plugin.store.rows import SpanConverter
 from test_receiver import make_spans
 
@@ -45,6 +46,11 @@ def _decode_and_convert(body: bytes, content_type: str) -> None:
     spans, invalid = spans_from_request(request)
     batch = SpanConverter().convert(spans)
     assert batch.num_spans + batch.failed == len(spans) and invalid >= 0
+    # agent-rl serve's own path (no SDK span objects) stores exactly the same.
+    fields, invalid_fields = fields_from_request(request)
+    by_fields = SpanConverter().convert_fields(fields)
+    assert invalid_fields == invalid and by_fields.spans.to_pylist() == batch.spans.to_pylist()
+    assert (by_fields.failed, by_fields.invalid) == (batch.failed, batch.invalid)
 
 
 @SETTINGS

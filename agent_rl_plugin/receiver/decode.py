@@ -231,13 +231,18 @@ def attributes(key_values: Iterable[Any]) -> dict[str, Any]:
     """OTLP ``KeyValue`` list -> dict (a key given twice keeps the last value)."""
     out: dict[str, Any] = {}
     for kv in key_values:
+        # The common cases first: this runs for every attribute of every span. A non-empty
+        # string value is read without asking which value is set (most values are strings).
         value = kv.value
+        text = value.string_value
+        if text:
+            out[kv.key] = text
+            continue
         which = value.WhichOneof("value")
-        # The common scalar cases inline: this runs for every attribute of every span.
-        if which == "string_value":
-            out[kv.key] = value.string_value
-        elif which == "int_value":
+        if which == "int_value":
             out[kv.key] = value.int_value
+        elif which == "string_value":
+            out[kv.key] = text
         else:
             out[kv.key] = any_value(value)
     return out

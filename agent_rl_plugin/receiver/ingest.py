@@ -11,7 +11,8 @@ Contract:
   (their ids are derived from trace, span and event position, so they are never doubled).
 * OTLP/JSON lines (what the OpenTelemetry Collector's ``file`` exporter writes): one
   ``ExportTraceServiceRequest`` per line, hex ids. Spans go through the same decoding as
-  ``agent-rl serve`` (:mod:`agent_rl_plugin.receiver.decode`) and the store's own row conversion.
+  ``agent-rl serve`` (:mod:`agent_rl_plugin.receiver.request_fields`) and the store's own row
+  conversion.
   A line that does not decode is reported in ``errors`` (file, 1-based line number, message)
   and skipped; the rest lands.
 * Parquet (files or ``date=.../service=...`` folders) is loaded by the store
@@ -31,7 +32,8 @@ from typing import Any, Iterable, Iterator
 import duckdb
 
 from agent_rl_plugin.config import RLConfig
-from agent_rl_plugin.receiver.decode import DecodeError, request_from_json, spans_from_request
+from agent_rl_plugin.receiver.decode import DecodeError, request_from_json
+from agent_rl_plugin.receiver.request_fields import fields_from_request
 from agent_rl_plugin.store.connection import connect_writer
 from agent_rl_plugin.store.exporter import collect_normalizers
 from agent_rl_plugin.store.ingest import (
@@ -56,7 +58,7 @@ def _open_text(path: str) -> tuple[io.TextIOBase, Any]:
 
 
 def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> Iterator[tuple[int, Any]]:
-    """(line number, spans) per decodable line; errors go to ``report``."""
+    """(line number, span field tuples) per decodable line; errors go to ``report``."""
     stream, raw = _open_text(path)
     position = 0
     with stream, raw:
@@ -77,7 +79,7 @@ def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> I
             if not line.strip():
                 continue
             try:
-                spans, invalid = spans_from_request(request_from_json(line))
+                spans, invalid = fields_from_request(request_from_json(line))
             except DecodeError as exc:
                 report.errors.append({"file": path, "line": number, "error": str(exc)})
                 continue
@@ -102,7 +104,7 @@ def _ingest_json(
     pending: list[Any] = []
 
     def write() -> None:
-        batch = converter.convert(pending)
+        batch = converter.convert_fields(pending)
         if batch.failed:
             report.errors.append({"file": path, "line": None, "error": f"{batch.failed} spans could not be converted"})
         inserted, duplicates, rewards = insert_new_spans(connection, batch)

@@ -80,10 +80,10 @@ from agent_rl_plugin.receiver.decode import (
     decode_body,
     encode_response,
     media_type,
-    spans_from_request,
 )
 from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
 from agent_rl_plugin.receiver.mounts import App, handle_with, mount_for
+from agent_rl_plugin.receiver.request_fields import fields_from_request
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
 from agent_rl_plugin.store.announcements import base_url, remove_info, write_info
@@ -275,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             kind = media_type(self.headers.get("Content-Type"))
             request = decode_body(body, kind, self.headers.get("Content-Encoding"), max_bytes=receiver.max_body_bytes)
-            spans, invalid = spans_from_request(request)
+            fields, invalid = fields_from_request(request)
             stats.add_time(decode_s=time.thread_time() - started)
         except BodyTooLarge as exc:
             stats.add(batches_rejected=1)
@@ -297,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         total = count_spans(request)
         stats.add(spans_received=total)
-        outcome = receiver.accept(spans)
+        outcome = receiver.accept(fields, as_fields=True)
         if outcome is not None:
             stats.add_time(convert_s=outcome.convert_s)
             if outcome.delayed:
@@ -526,14 +526,15 @@ class Receiver:
             self.stop()
 
     # --- work -----------------------------------------------------------------------------
-    def accept(self, spans: list) -> Any:
-        """Queue ``spans`` unless stopping (``None`` then); see :meth:`SpanSink.accept`."""
+    def accept(self, spans: list, *, as_fields: bool = False) -> Any:
+        """Queue ``spans`` unless stopping (``None`` then); see :meth:`SpanSink.accept` (and
+        :meth:`SpanSink.accept_fields` with ``as_fields``: the converter's field tuples)."""
         with self._gate:
             if self.stopping:
                 return None
             self._in_flight += 1
         try:
-            return self.sink.accept(spans)
+            return self.sink.accept_fields(spans) if as_fields else self.sink.accept(spans)
         finally:
             with self._gate:
                 self._in_flight -= 1

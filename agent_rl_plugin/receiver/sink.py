@@ -207,10 +207,18 @@ class SpanSink:
 
     def accept(self, spans: Sequence[ReadableSpan]) -> Accepted:
         """Convert and queue ``spans`` all or nothing (see the module contract)."""
+        return self._accept(self.converter.convert, spans)
+
+    def accept_fields(self, fields: list[Any]) -> Accepted:
+        """:meth:`accept` for spans given as the converter's field tuples (what
+        :func:`~agent_rl_plugin.receiver.request_fields.fields_from_request` decodes)."""
+        return self._accept(self.converter.convert_fields, fields)
+
+    def _accept(self, convert: Callable[[Any], SpanBatch], spans: Any) -> Accepted:
         if self._closed or not self.writer.available():
             return Accepted("unavailable")
         started = time.thread_time()
-        batch = self.converter.convert(spans)
+        batch = convert(spans)
         convert_s = time.thread_time() - started
         if batch.invalid or batch.truncated:
             self.writer.stats.add(spans_invalid=batch.invalid, spans_truncated=batch.truncated)

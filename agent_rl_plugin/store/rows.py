@@ -412,17 +412,25 @@ class SpanConverter:
 
     def convert(self, spans: Iterable[ReadableSpan]) -> SpanBatch:
         """Convert ``spans``; failures are counted, never raised (see the module contract)."""
-        rows: list[tuple[Any, ...]] = []
-        rewards: list[dict[str, Any]] = []
-        failed = invalid = 0
-        row = self._row
-        self._truncated.count = 0
         fetched: list[Any] = []  # per span: its fields, or the exception reading them raised
         for span in spans:
             try:
                 fetched.append(span_fields(span))
             except Exception as exc:
                 fetched.append(exc)
+        return self.convert_fields(fetched)
+
+    def convert_fields(self, fetched: list[Any]) -> SpanBatch:
+        """Convert spans given as their :func:`~agent_rl_plugin.store.span_parts.span_fields`
+        tuples (an exception in place of one is a span that failed to read, counted as such);
+        what :meth:`convert` does after reading each span. The tuples' attribute dicts are the
+        converter's to change. A tuple's context may be a ``(trace hex, span hex)`` pair and its
+        parent a hex ``str`` (see :class:`~agent_rl_plugin.store.span_parts.HexIds`)."""
+        rows: list[tuple[Any, ...]] = []
+        rewards: list[dict[str, Any]] = []
+        failed = invalid = 0
+        row = self._row
+        self._truncated.count = 0
         known_unchanged = self._batch_unchanged(fetched)
         hexes = HexIds()
         for fields in fetched:

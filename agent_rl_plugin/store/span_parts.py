@@ -8,7 +8,9 @@ Contract:
   through the public API. Same values either way.
 * :class:`HexIds` gives the hex text of trace and span ids (``f"{id:032x}"`` /
   ``f"{id:016x}"``), remembering them for one batch (spans of a batch share trace ids, and a
-  parent's id is another span's).
+  parent's id is another span's). A context may also be a plain ``(trace hex, span hex)`` tuple
+  and a parent a hex ``str``: ids already as lowercase hex text (an OTLP decoder's hex of the id
+  bytes, as ``agent-rl serve`` gives them); all-zero ids are refused the same way.
 * :func:`reward_row` is the ``rewards`` row of an evaluation event; its values are coerced to the
   column types (:func:`str_or_none` ...), a value that does not fit becomes ``None``.
 """
@@ -29,6 +31,8 @@ from agent_rl_plugin.store.encoding import encode_json
 from agent_rl_plugin.store.validation import check_ids
 
 REWARD_NAMESPACE = uuid.UUID("6f1c1a52-6a3e-4d0e-9a55-0b6f3b0e8a11")
+ZERO_TRACE_HEX = "0" * 32
+ZERO_SPAN_HEX = "0" * 16
 
 
 class HexIds:
@@ -43,8 +47,14 @@ class HexIds:
     def ids(self, context: Any) -> tuple[Any, Any, str, str]:
         """(trace id, span id, trace hex, span hex) of a span context; :class:`InvalidSpan` for
         an all-zero (or missing) id (:func:`~agent_rl_plugin.store.validation.check_ids`)."""
-        if type(context) is SpanContext:  # a tuple: (trace_id, span_id, ...)
+        kind = type(context)
+        if kind is SpanContext:  # a tuple: (trace_id, span_id, ...)
             trace_id, span_id = context[0], context[1]
+        elif kind is tuple:  # (trace hex, span hex): already text
+            trace_hex, span_hex = context
+            if trace_hex == ZERO_TRACE_HEX or span_hex == ZERO_SPAN_HEX:
+                check_ids(trace_hex != ZERO_TRACE_HEX, span_hex != ZERO_SPAN_HEX)  # raises InvalidSpan
+            return trace_hex, span_hex, trace_hex, span_hex
         else:
             trace_id, span_id = context.trace_id, context.span_id
         if not trace_id or not span_id:
@@ -62,9 +72,11 @@ class HexIds:
         return trace_id, span_id, trace_hex, span_hex
 
     def parent(self, parent: Any) -> str | None:
-        """The hex span id of ``parent`` (a span context or ``None``)."""
+        """The hex span id of ``parent`` (a span context, a hex ``str`` or ``None``)."""
         if parent is None:
             return None
+        if type(parent) is str:  # already hex text
+            return parent
         span_id = parent[1] if type(parent) is SpanContext else parent.span_id
         if type(span_id) is not int:
             return f"{span_id:016x}"
