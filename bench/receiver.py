@@ -9,7 +9,7 @@ ready, then per round waits for the start signal and sends that round's spans in
 * **replay** (the row's value: what the receiver itself takes): each worker encodes its
   requests with the OTel SDK's own encoder before the clock starts (``encode_spans(...)``, the
   bytes ``OTLPSpanExporter`` posts), then posts them on one keep-alive connection, retrying a
-  429/503 after its ``Retry-After`` as the SDK does. On a 2-core machine the senders' encoding
+  429/503 (or a dropped connection) with a growing wait, as the SDK does. On a 2-core machine the senders' encoding
   would otherwise take the receiver's CPU: in a deployment the agents run on other hosts.
 * **sdk** (a baseline, ``--senders sdk`` alone): ``OTLPSpanExporter.export`` itself, encoding on
   the clock on the same cores as the receiver.
