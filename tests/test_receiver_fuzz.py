@@ -9,22 +9,22 @@ import urllib.error
 import urllib.request
 
 import pytest
-from hypothesis import example, HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from test_receiver import make_spans
 
 from agent_rl_plugin.receiver import Receiver, find_receiver, remote_query
 from agent_rl_plugin.receiver.client import RemoteQueryError
 from agent_rl_plugin.receiver.decode import (
     DecodeError,
     decode_body,
+    fields_from_request,
     request_from_json,
     request_to_json,
     spans_from_request,
 )
-from agent_rl_plugin.receiver.request_fields import fields_from_request
 from agent_rl_plugin.store.rows import SpanConverter
-from test_receiver import make_spans
 
 VALID = encode_spans(make_spans(2, "fuzz")).SerializeToString()
 VALID_JSON = json.loads(request_to_json(encode_spans(make_spans(1, "fuzzjson"))))

@@ -12,8 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_receiver import make_spans
 from test_receiver_equivalence import _kv, _span, odd_request
 
-from agent_rl_plugin.receiver.decode import attributes, spans_from_request
-from agent_rl_plugin.receiver.request_fields import fields_from_request
+from agent_rl_plugin.receiver.decode import attributes, fields_from_request, spans_from_request
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.store.rows import SpanBatch, SpanConverter
 from agent_rl_plugin.store.span_parts import HexIds

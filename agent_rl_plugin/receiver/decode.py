@@ -12,6 +12,13 @@ Contract:
   links) are **hex** as the OTLP spec requires, not protobuf-JSON's base64 (a value of base64
   length is accepted as base64); enums may be numbers or names; unknown fields are ignored.
 * :func:`request_to_json` writes OTLP/JSON (hex ids) on one line, the inverse of the above.
+* :func:`fields_from_request` turns every span of a request into the tuple
+  :func:`~agent_rl_plugin.store.span_parts.span_fields` reads from a ``ReadableSpan``, with the
+  context as a ``(trace hex, span hex)`` pair and the parent as a hex ``str`` (the id bytes' own
+  hex text): given to :meth:`~agent_rl_plugin.store.rows.SpanConverter.convert_fields` they
+  become the rows :func:`spans_from_request`'s spans become through ``convert``, without
+  building SDK objects per span only to read them back (``agent-rl serve``'s path: decoding is
+  most of a span's cost there).
 * :func:`spans_from_request` turns every span of a request into an SDK ``ReadableSpan`` exactly
   as the OTel SDK would have built it in the agent's process (ids as ints, OTLP span kind ``k``
   as ``SpanKind(k - 1)``, status, resource, scope, events, links, nanosecond times), so the
@@ -266,18 +273,17 @@ def _links(links: Iterable[Any]) -> tuple[Link, ...]:
 _PLAIN_STATUS = {code: Status(code) for code in _STATUS.values()}
 
 
-def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[ReadableSpan], int]:
-    """(spans, number of spans left out for invalid ids) — see the module contract."""
-    spans: list[ReadableSpan] = []
-    append = spans.append
+def fields_from_request(request: ExportTraceServiceRequest) -> tuple[list[tuple[Any, ...]], int]:
+    """(span field tuples, number of spans left out for invalid ids); see the module contract."""
+    out: list[tuple[Any, ...]] = []
+    append = out.append
     invalid = 0
-    sampled = TraceFlags(TraceFlags.SAMPLED)
-    from_bytes = int.from_bytes
     kinds_get = _KINDS.get
     internal = SpanKind.INTERNAL
     plain_status = _PLAIN_STATUS
     unset = plain_status[StatusCode.UNSET]
     error_code = StatusCode.ERROR
+    read = attributes
     for resource_spans in request.resource_spans:
         resource = Resource(attributes(resource_spans.resource.attributes), resource_spans.schema_url or None)
         for scope_spans in resource_spans.scope_spans:
@@ -293,14 +299,7 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
                 if len(raw_trace) != 16 or len(raw_span) != 8:
                     invalid += 1
                     continue
-                trace_id = from_bytes(raw_trace, "big")
-                context = SpanContext(trace_id, from_bytes(raw_span, "big"), False, sampled)
                 raw_parent = span.parent_span_id
-                parent = (
-                    SpanContext(trace_id, from_bytes(raw_parent, "big"), True, sampled)
-                    if len(raw_parent) == 8
-                    else None
-                )
                 if span.HasField("status"):
                     status_msg = span.status
                     status_code = _STATUS.get(status_msg.code, StatusCode.UNSET)
@@ -314,23 +313,54 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
                 events = span.events
                 links = span.links
                 append(
-                    ReadableSpan(
-                        name=span.name,
-                        context=context,
-                        parent=parent,
-                        resource=resource,
-                        attributes=attributes(span.attributes),
-                        events=tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in events)
+                    (
+                        (raw_trace.hex(), raw_span.hex()),
+                        raw_parent.hex() if len(raw_parent) == 8 else None,
+                        span.name,
+                        read(span.attributes),
+                        tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in events)
                         if events
                         else (),
-                        links=_links(links) if links else (),
-                        kind=kinds_get(span.kind, internal),
-                        status=status,
-                        start_time=span.start_time_unix_nano,
-                        end_time=span.end_time_unix_nano,
-                        instrumentation_scope=scope,
+                        _links(links) if links else (),
+                        resource,
+                        scope,
+                        status,
+                        kinds_get(span.kind, internal),
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
                     )
                 )
+    return out, invalid
+
+
+def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[ReadableSpan], int]:
+    """(spans, number of spans left out for invalid ids) — see the module contract: the SDK spans
+    of :func:`fields_from_request`'s fields (ids as ints, parents as remote span contexts)."""
+    fields, invalid = fields_from_request(request)
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    spans: list[ReadableSpan] = []
+    append = spans.append
+    for (
+        trace_hex,
+        span_hex,
+    ), parent_hex, name, attrs, events, links, resource, scope, status, kind, start, end in fields:
+        trace_id = int(trace_hex, 16)
+        append(
+            ReadableSpan(
+                name=name,
+                context=SpanContext(trace_id, int(span_hex, 16), False, sampled),
+                parent=None if parent_hex is None else SpanContext(trace_id, int(parent_hex, 16), True, sampled),
+                resource=resource,
+                attributes=attrs,
+                events=events,
+                links=links,
+                kind=kind,
+                status=status,
+                start_time=start,
+                end_time=end,
+                instrumentation_scope=scope,
+            )
+        )
     return spans, invalid
 
 

@@ -11,8 +11,8 @@ Contract:
   (their ids are derived from trace, span and event position, so they are never doubled).
 * OTLP/JSON lines (what the OpenTelemetry Collector's ``file`` exporter writes): one
   ``ExportTraceServiceRequest`` per line, hex ids. Spans go through the same decoding as
-  ``agent-rl serve`` (:mod:`agent_rl_plugin.receiver.request_fields`) and the store's own row
-  conversion.
+  ``agent-rl serve`` (:func:`agent_rl_plugin.receiver.decode.fields_from_request`) and the
+  store's own row conversion.
   A line that does not decode is reported in ``errors`` (file, 1-based line number, message)
   and skipped; the rest lands.
 * Parquet (files or ``date=.../service=...`` folders) is loaded by the store
@@ -32,8 +32,7 @@ from typing import Any, Iterable, Iterator
 import duckdb
 
 from agent_rl_plugin.config import RLConfig
-from agent_rl_plugin.receiver.decode import DecodeError, request_from_json
-from agent_rl_plugin.receiver.request_fields import fields_from_request
+from agent_rl_plugin.receiver.decode import DecodeError, fields_from_request, request_from_json
 from agent_rl_plugin.store.connection import connect_writer
 from agent_rl_plugin.store.exporter import collect_normalizers
 from agent_rl_plugin.store.ingest import (

@@ -79,11 +79,11 @@ from agent_rl_plugin.receiver.decode import (
     count_spans,
     decode_body,
     encode_response,
+    fields_from_request,
     media_type,
 )
 from agent_rl_plugin.receiver.guard import HostPolicy, content_length, is_media_type
 from agent_rl_plugin.receiver.mounts import App, handle_with, mount_for
-from agent_rl_plugin.receiver.request_fields import fields_from_request
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
 from agent_rl_plugin.store.announcements import base_url, remove_info, write_info

@@ -211,7 +211,7 @@ class SpanSink:
 
     def accept_fields(self, fields: list[Any]) -> Accepted:
         """:meth:`accept` for spans given as the converter's field tuples (what
-        :func:`~agent_rl_plugin.receiver.request_fields.fields_from_request` decodes)."""
+        :func:`~agent_rl_plugin.receiver.decode.fields_from_request` decodes)."""
         return self._accept(self.converter.convert_fields, fields)
 
     def _accept(self, convert: Callable[[Any], SpanBatch], spans: Any) -> Accepted:
