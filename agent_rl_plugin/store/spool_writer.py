@@ -97,8 +97,9 @@ CHILD_MERGE_MAX_ROWS = 65_536
 CHILD_MAX_LEASES_PER_MERGE = 2
 #: Rows written to segments since the last background merge began at which the merger thread
 #: merges at once instead of at its next ``merge_interval_s``: a burst is merged while it is
-#: being recorded, beside it, not a second after it.
-PROMPT_MERGE_ROWS = 16_384
+#: being recorded, beside it, not a second after it. One full segment: only an agent recording
+#: at full speed fills one before a flush.
+PROMPT_MERGE_ROWS = MAX_SEGMENT_ROWS
 #: Shortest pause between the end of one background merge and the start of the next: the file is
 #: free for readers and other writers then (a waiting reader retries at least every 0.2 s).
 MERGE_GAP_S = 0.25
