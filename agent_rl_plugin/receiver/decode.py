@@ -283,7 +283,6 @@ def fields_from_request(request: ExportTraceServiceRequest) -> tuple[list[tuple[
     plain_status = _PLAIN_STATUS
     unset = plain_status[StatusCode.UNSET]
     error_code = StatusCode.ERROR
-    read = attributes
     for resource_spans in request.resource_spans:
         resource = Resource(attributes(resource_spans.resource.attributes), resource_spans.schema_url or None)
         for scope_spans in resource_spans.scope_spans:
@@ -317,7 +316,7 @@ def fields_from_request(request: ExportTraceServiceRequest) -> tuple[list[tuple[
                         (raw_trace.hex(), raw_span.hex()),
                         raw_parent.hex() if len(raw_parent) == 8 else None,
                         span.name,
-                        read(span.attributes),
+                        attributes(span.attributes),
                         tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano) for e in events)
                         if events
                         else (),
@@ -340,10 +339,8 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
     sampled = TraceFlags(TraceFlags.SAMPLED)
     spans: list[ReadableSpan] = []
     append = spans.append
-    for (
-        trace_hex,
-        span_hex,
-    ), parent_hex, name, attrs, events, links, resource, scope, status, kind, start, end in fields:
+    for ids, parent_hex, name, attrs, events, links, resource, scope, status, kind, start, end in fields:
+        trace_hex, span_hex = ids
         trace_id = int(trace_hex, 16)
         append(
             ReadableSpan(

@@ -78,7 +78,7 @@ def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> I
             if not line.strip():
                 continue
             try:
-                spans, invalid = fields_from_request(request_from_json(line))
+                fields, invalid = fields_from_request(request_from_json(line))
             except DecodeError as exc:
                 report.errors.append({"file": path, "line": number, "error": str(exc)})
                 continue
@@ -89,7 +89,7 @@ def _json_lines(path: str, report: IngestReport, progress: Progress | None) -> I
                 report.spans_read += invalid
                 message = f"{invalid} spans with invalid ids skipped"
                 report.errors.append({"file": path, "line": number, "error": message})
-            yield number, spans
+            yield number, fields
 
 
 def _ingest_json(
@@ -112,9 +112,9 @@ def _ingest_json(
         report.rewards_inserted += rewards
         pending.clear()
 
-    for _, spans in _json_lines(path, report, progress):
-        report.spans_read += len(spans)
-        pending.extend(spans)
+    for _, fields in _json_lines(path, report, progress):
+        report.spans_read += len(fields)
+        pending.extend(fields)
         if len(pending) >= batch_spans:
             write()
     if pending:
