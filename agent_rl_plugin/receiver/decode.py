@@ -361,11 +361,6 @@ def spans_from_request(request: ExportTraceServiceRequest) -> tuple[list[Readabl
     return spans, invalid
 
 
-def count_spans(request: ExportTraceServiceRequest) -> int:
-    """How many spans ``request`` carries (valid or not)."""
-    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-
-
 def encode_response(kind: str, rejected: int = 0, message: str = "") -> bytes:
     """An ``ExportTraceServiceResponse`` body in the request's format (``partial_success`` when
     ``rejected`` spans were not accepted)."""

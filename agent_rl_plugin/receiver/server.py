@@ -76,7 +76,6 @@ from agent_rl_plugin.receiver.decode import (
     BodyTooLarge,
     DecodeError,
     UnsupportedMediaType,
-    count_spans,
     decode_body,
     encode_response,
     fields_from_request,
@@ -295,7 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
             stats.error(f"{type(exc).__name__}: {exc}")
             self._error(400, f"could not decode the body: {type(exc).__name__}: {exc}")
             return
-        total = count_spans(request)
+        total = len(fields) + invalid  # every span of the request: decoded, or left out for its ids
         stats.add(spans_received=total)
         outcome = receiver.accept(fields, as_fields=True)
         if outcome is not None:
