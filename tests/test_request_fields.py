@@ -10,8 +10,9 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_receiver import make_spans
-from test_receiver_equivalence import _kv, _span, odd_request
+from test_receiver_equivalence import PB, _kv, _post, _span, odd_request
 
+from agent_rl_plugin.receiver import Receiver
 from agent_rl_plugin.receiver.decode import attributes, fields_from_request, spans_from_request
 from agent_rl_plugin.receiver.sink import SpanSink
 from agent_rl_plugin.store.rows import SpanBatch, SpanConverter
@@ -111,3 +112,13 @@ def test_attribute_values_read_string_first_keep_empty_and_falsy_values():
         "list": ("", 0),
         "dup": "",
     }
+
+
+def test_the_receiver_counts_every_span_it_received_those_with_bad_ids_too(tmp_path):
+    receiver = Receiver(tmp_path / "served.duckdb", port=0, token="", linger_s=0.01, announce=False).start()
+    try:
+        status, _ = _post(receiver.url, odd_request().SerializeToString(), {"Content-Type": PB})
+    finally:
+        stats = receiver.stop()
+    assert status == 200
+    assert (stats["spans_received"], stats["spans_accepted"], stats["spans_rejected"]) == (24, 21, 3)
