@@ -231,7 +231,7 @@ def measure(
     out.update(
         rows=rows,
         distinct=distinct,
-        batches_429=stats["batches_rejected"],
+        batches_refused=stats["batches_rejected"],
         dropped=stats["spans_dropped"],
         exit_codes=[w.exitcode for w in workers],
         batches_delayed=stats["batches_delayed"],
@@ -311,7 +311,7 @@ def run(ctx: Context) -> Row:
     row.check("the in-process baseline dropped nothing", out["local_dropped"] == 0, f"{out['local_dropped']} dropped")
     row.info.update(
         acknowledged_spans_per_s=median(out["ack"]),
-        batches_429=out["batches_429"],
+        batches_refused=out["batches_refused"],
         sent=out["sent"],
         rows=out["rows"],
         worker_exit_codes=out["exit_codes"] + sdk["exit_codes"],
@@ -326,7 +326,7 @@ def _report(out: dict[str, Any], senders: str, processes: int) -> None:
     print(
         f"receiver ({senders} senders): {out['sent']} spans from {processes} processes, rows {out['rows']} "
         f"(distinct {out['distinct']}), lost {_lost(out)}, export failures {out['failed']}, "
-        f"429s {out['batches_429']}, dropped {out['dropped']}"
+        f"refused {out['batches_refused']}, dropped {out['dropped']}"
     )
     local = f"; in-process exporter: median {median(out['in_process']):,.0f} spans/s" if out["in_process"] else ""
     print(

@@ -246,7 +246,7 @@ def test_bodies_over_the_limit_get_413(plugin_manager, tmp_path):
         assert post(url, encode_spans(make_spans(1, "fits")).SerializeToString(), PB)[0] == 200
 
 
-def test_full_queue_answers_429_with_retry_after_and_the_exporter_retries(plugin_manager, tmp_path):
+def test_full_queue_answers_503_with_retry_after_and_the_exporter_retries(plugin_manager, tmp_path):
     with Receiver(
         tmp_path / "bp.duckdb",
         port=0,
@@ -260,9 +260,10 @@ def test_full_queue_answers_429_with_retry_after_and_the_exporter_retries(plugin
         first = encode_spans(make_spans(4, "first")).SerializeToString()  # 8 spans: fits
         assert post(url, first, PB)[0] == 200
         status, headers, body = post(url, encode_spans(make_spans(2, "second")).SerializeToString(), PB)
-        assert status == 429 and int(headers["Retry-After"]) >= 1
+        # 503, not 429: the lowest OpenTelemetry exporter we support (1.34) retries 408 and 5xx only.
+        assert status == 503 and int(headers["Retry-After"]) >= 1 and b"queue full" in body
         assert slow.stats_snapshot()["queue_depth"] == 8
-        # The OTel exporter honours Retry-After and succeeds once the writer has caught up.
+        # The OTel exporter (newest and lowest supported) retries and succeeds once the writer caught up.
         exporter = OTLPSpanExporter(endpoint=url, timeout=20)
         started = time.monotonic()
         assert exporter.export(make_spans(2, "third")) is SpanExportResult.SUCCESS
@@ -272,10 +273,10 @@ def test_full_queue_answers_429_with_retry_after_and_the_exporter_retries(plugin
     assert len(rows(slow.db)) == 12  # 8 + 4 retried; the refused "second" batch was never acknowledged
 
 
-def test_a_full_queue_holds_batches_in_arrival_order_then_answers_429(plugin_manager, tmp_path):
+def test_a_full_queue_holds_batches_in_arrival_order_then_answers_503(plugin_manager, tmp_path):
     """Back-pressure first waits (first come, first served), and only then refuses: a small batch
     that would fit does not overtake a bigger one that came first; a batch that gets no room
-    within ``admission_wait_s`` gets 429 and was not taken."""
+    within ``admission_wait_s`` gets 503 and was not taken; one larger than the whole queue gets 413."""
     with Receiver(
         tmp_path / "wait.duckdb",
         port=0,
@@ -321,13 +322,15 @@ def test_a_full_queue_holds_batches_in_arrival_order_then_answers_429(plugin_man
         assert post(url, encode_spans(make_spans(4, "first")).SerializeToString(), PB)[0] == 200
         started = time.monotonic()
         status, headers, _ = post(url, encode_spans(make_spans(2, "late")).SerializeToString(), PB)
-        assert status == 429 and int(headers["Retry-After"]) >= 1 and time.monotonic() - started >= 0.3
+        assert status == 503 and int(headers["Retry-After"]) >= 1 and time.monotonic() - started >= 0.3
         stats = slower.stats_snapshot()
         assert stats["batches_delayed"] == 1 and stats["batches_rejected"] == 1 and stats["queue_depth"] == 8
-        # A batch that can never fit (more than the bound) is refused at once, without waiting.
+        # A batch that can never fit (more than the bound) is refused at once, without waiting,
+        # with a status no exporter retries and the fix in the message.
         started = time.monotonic()
-        assert post(url, encode_spans(make_spans(6, "huge")).SerializeToString(), PB)[0] == 429
-        assert time.monotonic() - started < 0.3
+        status, headers, body = post(url, encode_spans(make_spans(6, "huge")).SerializeToString(), PB)
+        assert status == 413 and "Retry-After" not in headers and time.monotonic() - started < 0.3
+        assert b"12 spans in one batch, the whole queue holds 10" in body and b"--max-queue" in body
     assert len(rows(slower.db)) == 8
 
 

@@ -112,9 +112,9 @@ def served(tmp_path: Path, request):
         process.wait()
 
 
-@pytest.mark.parametrize("served", [200_000, 200], indirect=True, ids=["roomy-queue", "tiny-queue-429s"])
+@pytest.mark.parametrize("served", [200_000, 200], indirect=True, ids=["roomy-queue", "tiny-queue-503s"])
 def test_four_agent_processes_one_receiver_every_span_once(served, tmp_path, capsys, plugin_manager):
-    """With a tiny queue the exporters get 429s and retry: still every span exactly once."""
+    """With a tiny queue the exporters get 503s and retry: still every span exactly once."""
     db, serve_process, info = served
     rollouts = 100
     agents = [
@@ -162,7 +162,7 @@ def test_four_agent_processes_one_receiver_every_span_once(served, tmp_path, cap
     assert stats["spans_accepted"] == len(sent) and stats["spans_dropped"] == 0
     if stats["queue_limit"] == 200:
         # Back-pressure happened: batches were held until the queue had room (first come, first
-        # served) or refused with 429 and retried; either way nothing was lost.
+        # served) or refused with 503 and retried; either way nothing was lost.
         assert stats["batches_delayed"] + stats["batches_rejected"] > 0
 
     serve_process.send_signal(signal.SIGTERM)

@@ -80,7 +80,7 @@ def serve(
         200_000,
         "--max-queue",
         min=1,
-        help="Spans waiting to be written before batches are refused with 429 (the exporters retry).",
+        help="Spans waiting to be written before batches are refused with 503 (the exporters retry).",
     ),
     max_body_mb: int = typer.Option(64, "--max-body-mb", min=1, help="Largest request body (MiB), else 413."),
     json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),

@@ -4,7 +4,7 @@ Many agent processes cannot write one DuckDB file (one writing process per file)
 OTLP/HTTP instead (``configure(otlp_endpoint="http://127.0.0.1:4318", db=None)``) to one
 :class:`Receiver`, which decodes each batch (:mod:`.decode`) straight into the store's span
 fields (:func:`.decode.fields_from_request`), converts them with the store's own row conversion and queues
-them for one writer thread (:mod:`.sink`), with back-pressure (429 +
+them for one writer thread (:mod:`.sink`), with back-pressure (503 +
 ``Retry-After``) when the queue is full. Reads while it runs go through its ``POST /query``
 (:mod:`.client`; ``agent-rl query`` finds it through ``<db>.serve.json``).
 

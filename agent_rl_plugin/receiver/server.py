@@ -10,10 +10,11 @@ Endpoints (``http.server.ThreadingHTTPServer``, one thread per connection, at mo
   invalid ids or that could not be converted); **400** with a message for a malformed body (the
   server keeps running); **415** for another Content-Type/Encoding; **413** for a body over
   ``max_body_bytes`` (compressed or not);
-  **429** with ``Retry-After`` when the queue stayed full for ``admission_wait_s`` (the
-  request is held that long first, its turn kept; nothing of the batch was taken: the OTLP
-  exporter retries); **503** with ``Retry-After`` while shutting down or when the
-  database cannot be opened; **401** without the bearer token when one is set. A missing
+  **503** with ``Retry-After`` when the queue stayed full for ``admission_wait_s`` (the
+  request is held that long first, its turn kept; nothing of the batch was taken: every OTLP
+  exporter version retries a 503, not every one a 429), while shutting down or when the
+  database cannot be opened; **413** for a batch with more spans than the whole queue
+  (``max_pending_spans``: it could never fit); **401** without the bearer token when one is set. A missing
   Content-Type is **415** (a browser can send a body without one).
 * ``GET /healthz``: ``{"status": "ok"}`` (200) while accepting, 503 while stopping.
 * ``GET /stats``: the counters of :mod:`~agent_rl_plugin.receiver.stats` as JSON.
@@ -303,8 +304,12 @@ class _Handler(BaseHTTPRequestHandler):
                 stats.add(batches_delayed=1)
         if outcome is None or outcome.status != "ok":
             stats.add(batches_rejected=1, spans_rejected=total)
-            if outcome is not None and outcome.status == "full":
-                self._error(429, "queue full: retry later", {"Retry-After": str(RETRY_AFTER_S)})
+            if outcome is not None and outcome.status == "too_large":
+                limit = receiver.sink.max_pending_spans
+                hint = "lower the exporter's max_export_batch_size or raise agent-rl serve --max-queue"
+                self._error(413, f"{total} spans in one batch, the whole queue holds {limit}: {hint}")
+            elif outcome is not None and outcome.status == "full":  # 503: every exporter retries it, not 429
+                self._error(503, "queue full: retry later", {"Retry-After": str(RETRY_AFTER_S)})
             else:
                 self._error(
                     503,
@@ -377,8 +382,8 @@ class Receiver:
     :meth:`start` on a host beyond loopback, as is a made-up token). ``allowed_hosts``: more Host
     names to answer (a reverse proxy's public name). ``max_pending_spans``: the queue bound (spans
     accepted and not yet committed) beyond which batches wait up to ``admission_wait_s`` for room,
-    first come first served, then get 429 (:class:`~agent_rl_plugin.receiver.sink.SpanSink`;
-    ``0``: 429 at once). ``max_connections``: open
+    first come first served, then get 503 (:class:`~agent_rl_plugin.receiver.sink.SpanSink`;
+    ``0``: 503 at once). ``max_connections``: open
     connections served at once. ``query_*``: the limits of ``/query``. ``mounts``: path prefix →
     app (:mod:`~agent_rl_plugin.receiver.mounts`; ``agent-rl serve`` mounts the UI at ``/ui``),
     also settable on :attr:`mounts` before :meth:`start`. ``write_delay_s``: test hook

@@ -15,15 +15,16 @@ Contract:
 * :meth:`SpanSink.accept` converts spans in the caller's thread and queues them **all or
   nothing**: it returns an :class:`Accepted` whose ``status`` is ``"ok"`` (every convertible
   span queued; ``failed`` counts unconvertible ones), ``"full"`` (more than ``max_pending_spans``
-  would be waiting: nothing queued, the sender should retry later) or ``"unavailable"`` (shut
-  down, or the database failed to open moments ago: nothing queued).
+  would be waiting: nothing queued, the sender should retry later), ``"too_large"`` (the batch
+  alone holds more than ``max_pending_spans`` spans: it can never fit, retrying cannot help) or
+  ``"unavailable"`` (shut down, or the database failed to open moments ago: nothing queued).
 * Admission: a batch that finds the queue full (or others already waiting) waits up to
   ``admission_wait_s`` for room, **first come, first served**: each commit of the writer wakes
   the waiters and the oldest one that fits goes first, so senders are not starved by luckier
-  retries (an OTLP exporter retries a 429 only a few times). ``"full"`` only when no room came
+  retries (an OTLP exporter retries a refusal only a few times). ``"full"`` only when no room came
   in time (``0``: at once, the behaviour without waiting). The bound holds while waiting: a
   waiting batch is not in the queue and was not acknowledged. ``Accepted.delayed`` tells that a
-  batch waited; a batch larger than ``max_pending_spans`` can never fit and is ``"full"`` at once.
+  batch waited; a batch larger than ``max_pending_spans`` is ``"too_large"`` at once.
 * Timings (CPU seconds of the thread doing the work): ``Accepted.convert_s`` is the conversion's;
   :attr:`SpanSink.commit_s` sums the writer's inserts and commits (the receiver's ``convert_s`` /
   ``commit_s`` counters).
@@ -64,7 +65,8 @@ FROM_CONFIG: Any = object()  # SpanSink(transform=...) default: the transform of
 
 @dataclass(frozen=True)
 class Accepted:
-    """Outcome of :meth:`SpanSink.accept`: ``status`` is ``ok``, ``full`` or ``unavailable``."""
+    """Outcome of :meth:`SpanSink.accept`: ``status`` is ``ok``, ``full``, ``too_large`` or
+    ``unavailable``."""
 
     status: str
     queued: int = 0
@@ -236,9 +238,11 @@ class SpanSink:
         (status, whether it waited)."""
         n = batch.num_spans
         with self._room:  # the check and the enqueue together: concurrent requests cannot overshoot
+            if n > self.max_pending_spans:
+                return "too_large", False
             if not self._waiting and self._fits(n):
                 return self._submit(batch), False
-            if self.admission_wait_s <= 0 or n > self.max_pending_spans:
+            if self.admission_wait_s <= 0:
                 return "full", False
             turn = object()
             self._waiting.append(turn)
