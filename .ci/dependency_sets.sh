@@ -29,6 +29,7 @@ SUBSET=(
     # 1.34 retries 408 and 5xx only, so back-pressure must be a 503 for it to lose nothing.
     tests/test_receiver.py
     tests/test_receiver_multiprocess.py
+    tests/test_receiver_workers.py
     # Piped tables are drawn without rich's console, byte-identical to rich: compared with the
     # rich these sets install.
     tests/test_plain_table.py

@@ -42,6 +42,8 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     attribute is the config's redactor (``None`` when redaction is off); making the transform
     collects the ``agent_rl_redaction_patterns`` hooks again.
 
+    Its ``functions`` attribute holds the implementations, in the order they run.
+
     Its ``unchanged(attributes) -> bool`` attribute answers, without copying, True only when the
     transform would return a mapping equal to ``attributes`` (same keys, order and values): when
     the only implementation is the built-in one (:mod:`agent_rl_plugin.redaction`), no content
@@ -99,6 +101,7 @@ def make_attribute_transform(config: RLConfig) -> AttributeTransform:
     transform.redactor = redactor  # type: ignore[attr-defined]
     transform.unchanged = unchanged  # type: ignore[attr-defined]
     transform.unchanged_all = unchanged_all  # type: ignore[attr-defined]
+    transform.functions = tuple(functions)  # type: ignore[attr-defined]
     return transform
 
 

@@ -152,13 +152,19 @@ def measure(
     log=print,
     senders: str = "replay",
     in_process: bool = True,
+    decode_workers: int | None = None,
 ) -> dict[str, Any]:
     """Receiver rounds (``senders``: ``replay`` or ``sdk``, see the module docstring), each
-    followed by an in-process round when ``in_process``; every count needed for zero loss."""
+    followed by an in-process round when ``in_process``; every count needed for zero loss.
+    ``decode_workers``: the receiver's (default: ``agent-rl serve``'s default)."""
     from agent_rl_plugin.receiver import Receiver
+    from agent_rl_plugin.receiver.workers import default_decode_workers
 
-    path = folder / f"served-{senders}.duckdb"
-    receiver = Receiver(str(path), port=0, token="", announce=False).start()
+    if decode_workers is None:
+        decode_workers = default_decode_workers()
+
+    path = folder / f"served-{senders}-{decode_workers}-workers.duckdb"
+    receiver = Receiver(str(path), port=0, token="", announce=False, decode_workers=decode_workers).start()
     ctx = mp.get_context("spawn")
     ready, done = ctx.Queue(), ctx.Queue()
     starts = [ctx.Event() for _ in range(rounds + 1)]  # the last: measure the senders' encoding
@@ -178,6 +184,7 @@ def measure(
         "wall_s": 0.0,
         "encoded": 0,
         "encode_cpu_s": 0.0,
+        "decode_workers": receiver.pool.workers if receiver.pool is not None else 0,
     }
     try:
         for worker in workers:
@@ -186,13 +193,13 @@ def measure(
         for _ in workers:
             ready.get(timeout=600)
         for r in range(rounds):
-            started, cpu = time.perf_counter(), time.process_time()  # this process: the receiver's threads
+            started, cpu = time.perf_counter(), _receiver_cpu_s(receiver)
             starts[r].set()
             results = [done.get(timeout=600) for _ in workers]
             acknowledged = time.perf_counter()
             assert receiver.sink.flush(600)
             seconds = time.perf_counter() - started
-            out["receiver_cpu_s"] += time.process_time() - cpu
+            out["receiver_cpu_s"] += _receiver_cpu_s(receiver) - cpu
             out["sender_cpu_s"] += sum(x[4] for x in results)
             out["wall_s"] += seconds
             sent = sum(x[1] for x in results)
@@ -240,13 +247,27 @@ def measure(
     return out
 
 
+def _receiver_cpu_s(receiver: Any) -> float:
+    """CPU seconds of the receiver: this process's threads and its decode workers (from /proc)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for pid in receiver.pool.pids if receiver.pool is not None else ():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def breakdown(out: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """Where a span's time goes, per span over every round, in CPU time (robust to other load on
-    the machine): the receiver's threads decoding (body -> SDK spans), converting (-> rows) and
-    committing (the writer thread's inserts); the senders' processes (the SDK's encoding and
-    HTTP) and the receiver's whole process. ``receiver_other_us_per_span``: the receiver
-    process's CPU outside those three timers (DuckDB's own worker threads during the inserts,
-    HTTP parsing and answering, the writer's queue). ``sender_encode_us_per_span``: the SDK's
+    the machine): decoding (body -> span fields) and converting (-> rows), in the receiver's
+    decode workers or its request threads, and committing (the writer thread's inserts); the
+    senders' processes (the SDK's encoding and HTTP) and the receiver's whole (its process and
+    its decode workers). ``receiver_other_us_per_span``: the receiver's CPU outside those three
+    timers (HTTP parsing and answering, handing bodies to the workers and their rows back, the
+    writer's queue, the workers' start). ``sender_encode_us_per_span``: the SDK's
     encoding step alone (``encode_spans(...).SerializePartialToString()``, what
     ``OTLPSpanExporter.export`` does before posting), timed in each sender after the rounds.
     ``cpu_busy``: the share of all cores those used during the rounds (below 1: other work on
@@ -297,16 +318,37 @@ def run(ctx: Context) -> Row:
     )
     ctx.log(f"receiver: {processes} processes x {n:,} spans x {rounds} rounds (building spans first)")
     out = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log, senders="replay")
+    alone = measure(
+        ctx.folder("receiver"),
+        processes,
+        n,
+        rounds,
+        batch,
+        log=ctx.log,
+        senders="replay",
+        in_process=False,
+        decode_workers=0,
+    )
     sdk = measure(ctx.folder("receiver"), processes, n, rounds, batch, log=ctx.log, senders="sdk", in_process=False)
-    row.value = Measure("OTLP/HTTP from 4 processes (requests encoded before the clock)", "spans/s", out["receiver"])
+    workers = out["decode_workers"]
+    row.value = Measure(
+        f"OTLP/HTTP from 4 processes (requests encoded before the clock), {workers} decode workers",
+        "spans/s",
+        out["receiver"],
+    )
     row.baselines.append(Measure("in-process exporter, same spans", "spans/s", out["in_process"]))
+    row.baselines.append(
+        Measure("the same, decoding in the receiver's process (--decode-workers 0)", "spans/s", alone["receiver"])
+    )
     row.baselines.append(
         Measure("OTLP/HTTP from 4 processes encoding with the OTel SDK on the same cores", "spans/s", sdk["receiver"])
     )
     row.ratios["receiver / in-process"] = ratio(row.value.median, row.baselines[0].median)
-    row.ratios["SDK senders / encoded before the clock"] = ratio(row.baselines[1].median, row.value.median)
+    row.ratios["decode workers / none"] = ratio(row.value.median, row.baselines[1].median)
+    row.ratios["SDK senders / encoded before the clock"] = ratio(row.baselines[2].median, row.value.median)
     row.target("spans/s", row.value.median, ">=", 40_000)
     row.check(f"zero loss: every span sent is one row ({out['sent']:,})", _zero_loss(out), _loss_detail(out))
+    row.check(f"zero loss without decode workers ({alone['sent']:,})", _zero_loss(alone), _loss_detail(alone))
     row.check(f"zero loss with the SDK's senders ({sdk['sent']:,})", _zero_loss(sdk), _loss_detail(sdk))
     row.check("the in-process baseline dropped nothing", out["local_dropped"] == 0, f"{out['local_dropped']} dropped")
     row.info.update(
@@ -314,10 +356,13 @@ def run(ctx: Context) -> Row:
         batches_refused=out["batches_refused"],
         sent=out["sent"],
         rows=out["rows"],
-        worker_exit_codes=out["exit_codes"] + sdk["exit_codes"],
+        worker_exit_codes=out["exit_codes"] + alone["exit_codes"] + sdk["exit_codes"],
         batches_delayed=out["batches_delayed"],
+        decode_workers=workers,
         **out["breakdown"],
     )
+    row.info.update({f"no_workers_{key}": value for key, value in alone["breakdown"].items()})
+    row.info["no_workers_acknowledged_spans_per_s"] = median(alone["ack"])
     row.info.update({f"sdk_senders_{key}": value for key, value in sdk["breakdown"].items()})
     return row
 
@@ -331,7 +376,7 @@ def _report(out: dict[str, Any], senders: str, processes: int) -> None:
     local = f"; in-process exporter: median {median(out['in_process']):,.0f} spans/s" if out["in_process"] else ""
     print(
         f"receiver ({senders} senders): median {median(out['receiver']):,.0f} spans/s committed "
-        f"({median(out['ack']):,.0f} acknowledged){local}; {os.cpu_count()} CPUs"
+        f"({median(out['ack']):,.0f} acknowledged){local}; {out['decode_workers']} decode workers; {os.cpu_count()} CPUs"
     )
     print(f"receiver ({senders} senders): breakdown " + ", ".join(f"{k} {v}" for k, v in out["breakdown"].items()))
 
@@ -345,6 +390,9 @@ def main() -> None:
     parser.add_argument(
         "--senders", choices=("both", *SENDERS), default="both", help="which senders (default both; see above)"
     )
+    parser.add_argument(
+        "--decode-workers", type=int, default=None, help="the receiver's decode workers (default: agent-rl serve's)"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="agent-rl-bench-receiver-"))
     kinds = list(SENDERS) if args.senders == "both" else [args.senders]
@@ -352,7 +400,14 @@ def main() -> None:
     try:
         for senders in kinds:
             out = measure(
-                folder, args.processes, args.n, args.rounds, args.batch, senders=senders, in_process=senders == "replay"
+                folder,
+                args.processes,
+                args.n,
+                args.rounds,
+                args.batch,
+                senders=senders,
+                in_process=senders == "replay",
+                decode_workers=args.decode_workers,
             )
             _report(out, senders, args.processes)
             if not _zero_loss(out):

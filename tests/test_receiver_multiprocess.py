@@ -19,6 +19,7 @@ import pytest
 from agent_rl_plugin.cli.main import main
 from agent_rl_plugin.cli.query import run_query
 from agent_rl_plugin.receiver import fetch_stats, find_receiver
+from agent_rl_plugin.receiver.workers import default_decode_workers
 from agent_rl_plugin.store import StoreLockedError, open_reader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +161,8 @@ def test_four_agent_processes_one_receiver_every_span_once(served, tmp_path, cap
 
     stats = fetch_stats(info["host"], info["port"])
     assert stats["spans_accepted"] == len(sent) and stats["spans_dropped"] == 0
+    # agent-rl serve decodes in worker processes by default (one per CPU, at most 4).
+    assert stats["decode_workers"] == default_decode_workers() and stats["decode_worker_restarts"] == 0
     if stats["queue_limit"] == 200:
         # Back-pressure happened: batches were held until the queue had room (first come, first
         # served) or refused with 503 and retried; either way nothing was lost.
@@ -168,6 +171,8 @@ def test_four_agent_processes_one_receiver_every_span_once(served, tmp_path, cap
     serve_process.send_signal(signal.SIGTERM)
     _, err = serve_process.communicate(timeout=60)
     assert serve_process.returncode == 0, err
+    workers = default_decode_workers()
+    assert (f"agent-rl serve: {workers} decode worker processes" in err) == (workers > 0), err
     assert not Path(str(db) + ".serve.json").exists()
 
     connection = duckdb.connect(str(db), read_only=True)

@@ -33,6 +33,8 @@ STATS_ORDER = (
     "spans_dropped",
     "queue_depth",
     "queue_limit",
+    "decode_workers",
+    "decode_worker_restarts",
     "queries",
     "uptime_s",
     "last_error",
@@ -85,6 +87,13 @@ def serve(
     max_body_mb: int = typer.Option(64, "--max-body-mb", min=1, help="Largest request body (MiB), else 413."),
     json_output: bool = typer.Option(False, "--json", help="With --stats: print JSON."),
     ui: bool = typer.Option(True, "--ui/--no-ui", help="Serve the web UI at /ui (docs/ui.md)."),
+    decode_workers: Optional[int] = typer.Option(
+        None,
+        "--decode-workers",
+        min=0,
+        help="Processes that decode request bodies (0: the receiver's own; default: one per CPU, at most 4).",
+        show_default=False,
+    ),
 ) -> None:
     """Receive OTLP/HTTP traces from many processes and write them into one DuckDB file."""
     if no_token and token:
@@ -107,6 +116,7 @@ def serve(
         return
 
     from agent_rl_plugin.receiver import Receiver, ReceiverConfigError
+    from agent_rl_plugin.receiver.workers import default_decode_workers
     from agent_rl_plugin.store.errors import StoreLockedError
 
     path = db_path(db)
@@ -119,6 +129,7 @@ def serve(
         max_body_bytes=max_body_mb << 20,
         allowed_hosts=tuple(allow_host),
         max_connections=max_connections,
+        decode_workers=default_decode_workers() if decode_workers is None else decode_workers,
     )
     if ui:
         from agent_rl_plugin.ui import ReceiverBackend, UiApp
@@ -150,6 +161,13 @@ def serve(
             err_console.print(
                 f"agent-rl serve: a token was made for this run; local clients read it from "
                 f"{receiver.db}.serve.json (mode 0600); other processes: export AGENT_RL_SERVE_TOKEN",
+                highlight=False,
+            )
+        if receiver.pool is not None:
+            err_console.print(f"agent-rl serve: {receiver.pool.workers} decode worker processes", highlight=False)
+        elif receiver.decode_workers_refused:
+            err_console.print(
+                f"agent-rl serve: decoding in this process, no decode workers: {receiver.decode_workers_refused}",
                 highlight=False,
             )
         if ui:

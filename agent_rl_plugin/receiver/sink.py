@@ -63,6 +63,72 @@ DEFAULT_MAX_ATTRIBUTE_SIZE = 32_768  # RLConfig.max_attribute_size's default: th
 FROM_CONFIG: Any = object()  # SpanSink(transform=...) default: the transform of the AGENT_RL_* config
 
 
+def receiver_converter(max_attribute_size: int | None, report: Callable[[str, BaseException], None]) -> SpanConverter:
+    """The converter of a receiver that was given no ``transform`` or ``normalizers``: the
+    ``agent_rl_transform_attributes`` transform of the ``AGENT_RL_*`` config (with its redactor)
+    and every registered normaliser, as the in-process exporter has them. A bad variable or a
+    broken plugin is reported (``report(kind, exc)``) and never switches redaction off: the
+    defaults (redaction on) or the config's own patterns are used instead."""
+    return SpanConverter(
+        transform=_config_transform(report),
+        normalizers=_normalizers(report),
+        max_attribute_size=max_attribute_size,
+        on_error=report,
+    )
+
+
+def _normalizers(report: Callable[[str, BaseException], None]) -> list[tuple[str, Normalizer]]:
+    try:
+        return collect_normalizers()
+    except Exception as exc:  # a broken plugin must not stop the receiver
+        report("normalizers", exc)
+        return []
+
+
+def _config_transform(report: Callable[[str, BaseException], None]) -> Any:
+    """The attribute transform (with its redactor) of the ``AGENT_RL_*`` config; with
+    unreadable variables, of the defaults (redaction on), never none at all."""
+    try:
+        config = RLConfig.from_env()
+    except Exception as exc:  # a bad variable must not switch redaction off
+        report("config", exc)
+        config = RLConfig()
+    try:
+        return make_attribute_transform(config)
+    except Exception as exc:  # a broken plugin manager: still redact with the config's patterns
+        report("transform", exc)
+    redactor = Redactor([*config.redaction_patterns, *config.redact_patterns]) if config.redact else None
+
+    def redact_only(attributes: dict[str, Any], span_name: str) -> dict[str, Any]:
+        copy = dict(attributes)
+        if redactor is not None:
+            redactor.redact_attributes(copy)
+        return copy
+
+    redact_only.redactor = redactor  # type: ignore[attr-defined]
+    return redact_only
+
+
+def converter_fingerprint(converter: SpanConverter) -> dict[str, Any]:
+    """What decides how ``converter`` turns spans into rows, as JSON-ready values: its
+    normalisers (names and functions), attribute transform functions, redaction patterns and
+    attribute size limit. Two processes whose converters have equal fingerprints store a span as
+    the same row (how the receiver checks its decode workers, see :mod:`.workers`)."""
+
+    def name(function: Any) -> str:
+        return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
+
+    transform = converter.transform
+    redactor = getattr(transform, "redactor", None)
+    return {
+        "normalizers": [[label, name(function)] for label, function in converter.normalizers],
+        "transform": name(transform) if transform is not None else None,
+        "transform_functions": [name(f) for f in getattr(transform, "functions", ())],
+        "redaction": list(redactor.patterns) if redactor is not None else None,
+        "max_attribute_size": converter.max_attribute_size,
+    }
+
+
 @dataclass(frozen=True)
 class Accepted:
     """Outcome of :meth:`SpanSink.accept`: ``status`` is ``ok``, ``full``, ``too_large`` or
@@ -116,24 +182,16 @@ class SpanSink:
         self.stats = ExportStats()
         self._logged: set[str] = set()
         self._opening = False
-        if normalizers is None:
-            try:
-                normalizers = collect_normalizers()
-            except Exception as exc:  # a broken plugin must not stop the receiver
-                self._report("normalizers", exc)
-                normalizers = []
-        if transform is FROM_CONFIG:
-            transform = self._config_transform()
         self.converter = SpanConverter(
-            transform=transform,
-            normalizers=list(normalizers),
+            transform=_config_transform(self.report) if transform is FROM_CONFIG else transform,
+            normalizers=_normalizers(self.report) if normalizers is None else list(normalizers),
             max_attribute_size=max_attribute_size,
-            on_error=self._report,
+            on_error=self.report,
         )
         self.writer = _Writer(
             self.path,
             stats=self.stats,
-            report=self._report,
+            report=self.report,
             batch_rows=batch_rows,
             max_pending_spans=max_pending_spans,
             reopen_interval_s=1.0,
@@ -149,31 +207,9 @@ class SpanSink:
         self._closed = False
         register_writer(self._key, self.writer)  # open_reader() in this process reads through us
 
-    def _config_transform(self) -> Any:
-        """The attribute transform (with its redactor) of the ``AGENT_RL_*`` config; with
-        unreadable variables, of the defaults (redaction on), never none at all."""
-        try:
-            config = RLConfig.from_env()
-        except Exception as exc:  # a bad variable must not switch redaction off
-            self._report("config", exc)
-            config = RLConfig()
-        try:
-            return make_attribute_transform(config)
-        except Exception as exc:  # a broken plugin manager: still redact with the config's patterns
-            self._report("transform", exc)
-        redactor = Redactor([*config.redaction_patterns, *config.redact_patterns]) if config.redact else None
-
-        def redact_only(attributes: dict[str, Any], span_name: str) -> dict[str, Any]:
-            copy = dict(attributes)
-            if redactor is not None:
-                redactor.redact_attributes(copy)
-            return copy
-
-        redact_only.redactor = redactor  # type: ignore[attr-defined]
-        return redact_only
-
-    def _report(self, kind: str, exc: BaseException) -> None:
-        message = str(exc) or type(exc).__name__
+    def report(self, kind: str, problem: BaseException | str) -> None:
+        """Count a problem as the last error and log it (once per ``kind``)."""
+        message = problem if isinstance(problem, str) else str(problem) or type(problem).__name__
         self.stats.set_error(message)
         if self._opening and kind in ("locked", "open"):
             return  # open() raises it to the caller; no log line as well
@@ -209,19 +245,18 @@ class SpanSink:
 
     def accept(self, spans: Sequence[ReadableSpan]) -> Accepted:
         """Convert and queue ``spans`` all or nothing (see the module contract)."""
-        return self._accept(self.converter.convert, spans)
-
-    def accept_fields(self, fields: list[Any]) -> Accepted:
-        """:meth:`accept` for spans given as the converter's field tuples (what
-        :func:`~agent_rl_plugin.receiver.decode.fields_from_request` decodes)."""
-        return self._accept(self.converter.convert_fields, fields)
-
-    def _accept(self, convert: Callable[[Any], SpanBatch], spans: Any) -> Accepted:
         if self._closed or not self.writer.available():
             return Accepted("unavailable")
         started = time.thread_time()
-        batch = convert(spans)
-        convert_s = time.thread_time() - started
+        batch = self.converter.convert(spans)
+        return self.accept_batch(batch, convert_s=time.thread_time() - started)
+
+    def accept_batch(self, batch: SpanBatch, *, convert_s: float = 0.0) -> Accepted:
+        """:meth:`accept` for spans converted already (by :attr:`converter`, or by a decode
+        worker with an equal one, see :mod:`.workers`); ``convert_s`` (CPU seconds of that
+        conversion) is reported back in the outcome."""
+        if self._closed or not self.writer.available():
+            return Accepted("unavailable")
         if batch.invalid or batch.truncated:
             self.writer.stats.add(spans_invalid=batch.invalid, spans_truncated=batch.truncated)
         n = batch.num_spans
@@ -288,4 +323,4 @@ class SpanSink:
             unregister_writer(self._key, self.writer)
             self.writer.close(timeout_s)
         except StoreError as exc:  # pragma: no cover - close reports through _report
-            self._report("close", exc)
+            self.report("close", exc)

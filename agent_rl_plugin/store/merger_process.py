@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Callable
 
 from agent_rl_plugin.arrow_memory import child_environment
+from agent_rl_plugin.store.child_process import child_argv, children_supported, reply_channel
 
 #: Longest a request may take beyond its lock wait before the child counts as hung (it is then
 #: stopped, and its segments wait for the next merge: nothing is lost).
@@ -193,7 +194,7 @@ class MergerProcess:
     def supported() -> bool:
         """Children are started where ``select`` works on pipes (POSIX) and Python can be run
         (not from a frozen app, whose ``sys.executable`` is the app itself)."""
-        return os.name == "posix" and bool(sys.executable) and not getattr(sys, "frozen", False)
+        return children_supported()
 
     def merge(self, *, wait_s: float, limits: LeaseLimits, lock_wait_s: float | None = None) -> MergeOutcome | None:
         """Ask the child to run :func:`merge_leases` (``wait_s`` for the file's lock) and return its outcome;
@@ -255,10 +256,9 @@ class MergerProcess:
     def _start(self) -> subprocess.Popen[bytes] | None:
         if not self.supported():
             return None
-        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
             child = subprocess.Popen(
-                [sys.executable, "-P", "-c", _BOOTSTRAP, package, self.path],  # -P: no working folder on sys.path
+                child_argv("agent_rl_plugin.store.merger_process", self.path),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -316,23 +316,6 @@ class MergerProcess:
                 self._child = None
 
 
-#: The child's first lines: this very copy of the package (the agent may run a checkout that is
-#: not on the default path, or another version may be installed), loaded from its folder without
-#: putting that folder on ``sys.path`` (where it could shadow the standard library).
-_BOOTSTRAP = """
-import importlib.util, os, sys
-package = sys.argv[1]
-spec = importlib.util.spec_from_file_location(
-    "agent_rl_plugin", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
-)
-module = importlib.util.module_from_spec(spec)
-sys.modules["agent_rl_plugin"] = module
-spec.loader.exec_module(module)
-from agent_rl_plugin.store.merger_process import main
-main(sys.argv[2:])
-"""
-
-
 def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
     """The child's loop: one JSON request per line in, one :class:`MergeOutcome` per line out. A
     request stops after the lease in progress when the agent has ended (the child then belongs to
@@ -359,14 +342,10 @@ def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m agent_rl_plugin.store.merger_process DB``: the merger child (started with
-    :data:`_BOOTSTRAP`)."""
+    :func:`~agent_rl_plugin.store.child_process.child_argv`)."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.stdout.flush()
-    replies = os.fdopen(os.dup(1), "wb")  # the reply channel; file descriptor 1 now goes nowhere
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    replies = reply_channel()  # file descriptor 1 now goes nowhere
     replies.write(_REPLY + _READY + b"\n")
     replies.flush()
     _serve(os.path.abspath(args[0]), sys.stdin.buffer, replies)
