@@ -22,7 +22,7 @@ from test_request_fields import with_zero_ids
 
 from agent_rl_plugin.hookspecs import hookimpl
 from agent_rl_plugin.receiver import Receiver
-from agent_rl_plugin.receiver.decode import PROTOBUF
+from agent_rl_plugin.receiver.decode import PROTOBUF, DecodeError
 from agent_rl_plugin.receiver.sink import converter_fingerprint, receiver_converter
 from agent_rl_plugin.receiver.workers import DecodePool, WorkerUnavailable, default_decode_workers
 
@@ -98,6 +98,9 @@ def test_a_killed_worker_is_replaced_and_the_exporter_loses_nothing(plugin_manag
 
 
 def test_a_hung_worker_is_stopped_after_the_reply_timeout_and_replaced(plugin_manager):
+    """A worker that does not answer within ``reply_timeout_s`` is killed and replaced; the body
+    gets "retry" once, and is refused for good when it stalls a worker again (the exporter's
+    retry of a poisonous body must not take down worker after worker)."""
     converter = receiver_converter(32_768, lambda kind, exc: None)
     pool = DecodePool(
         1,
@@ -117,6 +120,14 @@ def test_a_hung_worker_is_stopped_after_the_reply_timeout_and_replaced(plugin_ma
         assert 0.9 <= time.monotonic() - started < 10 and not alive(hung)
         decoded = pool.decode(body, PROTOBUF, None)  # a fresh worker
         assert decoded.total == 2 and decoded.batch.num_spans == 2 and pool.restarts == 1
+
+        poison = encode_spans(make_spans(1, "poison")).SerializeToString()
+        for attempt in range(2):
+            os.kill(pool.pids[0], signal.SIGSTOP)
+            expected = (WorkerUnavailable, "retry") if attempt == 0 else (DecodeError, "fail twice.*refused")
+            with pytest.raises(expected[0], match=expected[1]):
+                pool.decode(poison, PROTOBUF, None)
+        assert pool.decode(body, PROTOBUF, None).total == 2 and pool.restarts == 3
     finally:
         pool.close()
     assert pool.pids == []
@@ -166,3 +177,16 @@ def test_stop_ends_the_workers(plugin_manager, tmp_path):
 
 def test_default_decode_workers():
     assert [default_decode_workers(cpus) for cpus in (1, 2, 3, 4, 16)] == [0, 2, 3, 4, 4]
+
+
+def test_a_large_body_goes_through_a_worker_whole(plugin_manager, tmp_path):
+    """A body of megabytes (10,000 spans) and its rows cross the pipes in many reads."""
+    body = encode_spans(make_spans(5_000, "large")).SerializeToString()
+    assert len(body) > 2 << 20
+    receiver = serve(tmp_path, "large", 1)
+    try:
+        assert receiver.pool is not None
+        assert post(receiver.url + "/v1/traces", body, PB)[0] == 200
+    finally:
+        receiver.stop()
+    assert rows(Path(receiver.db), columns="count(*), count(distinct span_id)", order="1") == [(10_000, 10_000)]

@@ -21,7 +21,8 @@ Contract:
   :class:`~agent_rl_plugin.receiver.decode.DecodeError`), or :class:`WorkerUnavailable` when no
   worker answered (it died, hung past ``reply_timeout_s`` or could not be started): the worker
   is stopped and replaced, nothing of the body was queued, and the sender should retry (the
-  receiver answers 503). A body that crashes a worker crashes only that worker.
+  receiver answers 503). A body that crashes a worker crashes only that worker; the same body
+  failing a worker again (an exporter retrying it) raises ``DecodeError`` (a 400, not retried).
 * Workers decode one body at a time each; a request waits for a free worker. Conversion
   problems a worker reports (``on_error`` of its converter) come back in
   :attr:`Decoded.reports` for the receiver's counters and log.
@@ -31,6 +32,8 @@ Contract:
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +50,11 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no workers there (children_supported), only the module is loaded
+    fcntl = None  # type: ignore[assignment]
+
 from agent_rl_plugin.arrow_memory import child_environment
 from agent_rl_plugin.receiver.decode import BodyTooLarge, DecodeError, decode_body, fields_from_request
 from agent_rl_plugin.receiver.sink import converter_fingerprint, receiver_converter
@@ -59,6 +67,8 @@ logger = logging.getLogger("agent_rl_plugin.receiver")
 START_TIMEOUT_S = 30.0
 #: Longest one body may take (the largest body, 64 MiB, is ~300k spans: ~10 s of decoding).
 REPLY_TIMEOUT_S = 120.0
+_FAILED_BODIES_KEPT = 256
+_PIPE_BYTES = 1 << 20  # Linux's default largest pipe for a user: fewer reads and wake-ups per body
 _MODULE = "agent_rl_plugin.receiver.workers"
 _READY = b"agent-rl-decode-worker-ready:"  # then the fingerprint's JSON and a newline
 _REQUEST = struct.Struct(">IQ")  # header length, body length
@@ -113,6 +123,11 @@ class _Worker:
             start_new_session=True,  # the terminal's signals go to the receiver, which decides
         )
         self._buffer = b""
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[union-attr,attr-defined]
+            except (AttributeError, OSError):
+                pass  # not Linux, or a lower limit: the default pipe works, with more reads
 
     def ready(self, timeout_s: float) -> dict[str, Any]:
         """The fingerprint the worker sends once started (output before it is skipped)."""
@@ -135,9 +150,16 @@ class _Worker:
         return reply, self._read_exactly(sizes[1], deadline), self._read_exactly(sizes[2], deadline)
 
     def _read_exactly(self, n: int, deadline: float) -> bytes:
-        while len(self._buffer) < n:
-            self._buffer += self._read_some(deadline, n - len(self._buffer))
-        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        chunks, have = [self._buffer], len(self._buffer)
+        while have < n:  # chunks joined once: a large reply is not copied over and over
+            chunk = self._read_some(deadline, n - have)
+            chunks.append(chunk)
+            have += len(chunk)
+        joined = b"".join(chunks)
+        if len(joined) == n:
+            self._buffer = b""
+            return joined
+        data, self._buffer = joined[:n], joined[n:]
         return data
 
     def _read_some(self, deadline: float, wanted: int = 65536) -> bytes:
@@ -199,6 +221,8 @@ class DecodePool:
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
+        #: Digests of bodies a worker failed on (the newest ``_FAILED_BODIES_KEPT``).
+        self._failed_bodies: collections.OrderedDict[bytes, None] = collections.OrderedDict()
 
     @property
     def pids(self) -> list[int]:
@@ -230,7 +254,12 @@ class DecodePool:
         except (OSError, ValueError) as exc:
             raise RuntimeError(f"a decode worker could not be started: {exc}") from exc
         with self._lock:
-            self._all.append(worker)
+            closed = self._closed
+            if not closed:
+                self._all.append(worker)
+        if closed:  # close() ran meanwhile: this one would outlive the pool
+            worker.stop(kill=True)
+            raise RuntimeError("the receiver is stopping")
         return worker
 
     def _check(self, worker: _Worker) -> _Worker:
@@ -273,15 +302,35 @@ class DecodePool:
         except (OSError, ValueError, EOFError, TimeoutError) as exc:
             self._drop(worker)
             self.restarts += 1
-            self._idle.put(_VACANT)  # the next body starts a new worker
-            raise WorkerUnavailable(f"the decode worker failed ({type(exc).__name__}: {exc}); retry") from exc
+            self._idle.put(self._replacement())
+            failure = f"{type(exc).__name__}: {exc}"
+            digest = hashlib.sha256(body).digest()
+            with self._lock:
+                again = digest in self._failed_bodies
+                self._failed_bodies[digest] = None
+                while len(self._failed_bodies) > _FAILED_BODIES_KEPT:
+                    self._failed_bodies.popitem(last=False)
+            if again:  # the exporter's retry of a body that kills or hangs workers: refuse it for good
+                raise DecodeError(f"this body made a decode worker fail twice ({failure}); it is refused") from exc
+            raise WorkerUnavailable(f"the decode worker failed ({failure}); retry") from exc
         self._idle.put(worker)
         return _decoded(reply, spans, rewards)
 
+    def _replacement(self) -> Any:
+        """A new worker for one that failed, or ``_VACANT`` when none starts now (the next
+        body tries again)."""
+        if self._closed:
+            return None
+        try:
+            return self._new_worker()
+        except RuntimeError as exc:
+            logger.error("agent-rl serve: %s", exc)
+            return _VACANT
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop every worker (their input closed; killed after ``timeout_s``)."""
-        self._closed = True
         with self._lock:
+            self._closed = True
             workers, self._all = list(self._all), []
         for worker in workers:
             worker.stop(kill=False, timeout_s=timeout_s)
