@@ -22,8 +22,8 @@ from test_request_fields import with_zero_ids
 
 from agent_rl_plugin.hookspecs import hookimpl
 from agent_rl_plugin.receiver import Receiver
+from agent_rl_plugin.receiver.conversion import converter_fingerprint, receiver_converter
 from agent_rl_plugin.receiver.decode import PROTOBUF, DecodeError
-from agent_rl_plugin.receiver.sink import converter_fingerprint, receiver_converter
 from agent_rl_plugin.receiver.workers import DecodePool, WorkerUnavailable, default_decode_workers
 
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123"

@@ -12,44 +12,61 @@ them for one writer thread (:mod:`.sink`), with back-pressure (503 +
   refuses what a web page could forge and makes a token when none is given (docs/security.md)
 * :func:`find_receiver`, :func:`remote_query`, :func:`fetch_stats`
 * :func:`decode_body`, :func:`request_from_json`, :func:`spans_from_request`, :class:`DecodeError`
+
+Names load on first use (a decode worker imports :mod:`.decode` without the server, DuckDB or
+the client).
 """
 
 from __future__ import annotations
 
-from agent_rl_plugin.receiver.client import (
-    RemoteQueryError,
-    fetch_stats,
-    find_receiver,
-    info_path,
-    remote_query,
-)
-from agent_rl_plugin.receiver.decode import (
-    BodyTooLarge,
-    DecodeError,
-    decode_body,
-    request_from_json,
-    spans_from_request,
-)
-from agent_rl_plugin.receiver.server import DEFAULT_PORT, TRACES_PATH, Receiver, ReceiverConfigError
-from agent_rl_plugin.receiver.sink import Accepted, SpanSink
-from agent_rl_plugin.receiver.stats import ReceiverStats
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "Accepted",
-    "BodyTooLarge",
-    "DEFAULT_PORT",
-    "DecodeError",
-    "Receiver",
-    "ReceiverConfigError",
-    "ReceiverStats",
-    "RemoteQueryError",
-    "SpanSink",
-    "TRACES_PATH",
-    "decode_body",
-    "fetch_stats",
-    "find_receiver",
-    "info_path",
-    "remote_query",
-    "request_from_json",
-    "spans_from_request",
-]
+_EXPORTS: dict[str, str] = {
+    "RemoteQueryError": "agent_rl_plugin.receiver.client",
+    "fetch_stats": "agent_rl_plugin.receiver.client",
+    "find_receiver": "agent_rl_plugin.receiver.client",
+    "info_path": "agent_rl_plugin.receiver.client",
+    "remote_query": "agent_rl_plugin.receiver.client",
+    "BodyTooLarge": "agent_rl_plugin.receiver.decode",
+    "DecodeError": "agent_rl_plugin.receiver.decode",
+    "decode_body": "agent_rl_plugin.receiver.decode",
+    "request_from_json": "agent_rl_plugin.receiver.decode",
+    "spans_from_request": "agent_rl_plugin.receiver.decode",
+    "DEFAULT_PORT": "agent_rl_plugin.receiver.server",
+    "TRACES_PATH": "agent_rl_plugin.receiver.server",
+    "Receiver": "agent_rl_plugin.receiver.server",
+    "ReceiverConfigError": "agent_rl_plugin.receiver.server",
+    "Accepted": "agent_rl_plugin.receiver.sink",
+    "SpanSink": "agent_rl_plugin.receiver.sink",
+    "ReceiverStats": "agent_rl_plugin.receiver.stats",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'agent_rl_plugin.receiver' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from agent_rl_plugin.receiver.client import RemoteQueryError, fetch_stats, find_receiver, info_path, remote_query
+    from agent_rl_plugin.receiver.decode import (
+        BodyTooLarge,
+        DecodeError,
+        decode_body,
+        request_from_json,
+        spans_from_request,
+    )
+    from agent_rl_plugin.receiver.server import DEFAULT_PORT, TRACES_PATH, Receiver, ReceiverConfigError
+    from agent_rl_plugin.receiver.sink import Accepted, SpanSink
+    from agent_rl_plugin.receiver.stats import ReceiverStats

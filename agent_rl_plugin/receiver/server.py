@@ -24,11 +24,12 @@ from typing import Any, TypedDict
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.receiver import client
+from agent_rl_plugin.receiver.conversion import converter_fingerprint
 from agent_rl_plugin.receiver.copies import Copies, content_key
 from agent_rl_plugin.receiver.endpoints import DEFAULT_MAX_BODY, DEFAULT_PORT, TRACES_PATH, Server
 from agent_rl_plugin.receiver.guard import HostPolicy
 from agent_rl_plugin.receiver.mounts import App
-from agent_rl_plugin.receiver.sink import Accepted, SpanSink, converter_fingerprint
+from agent_rl_plugin.receiver.sink import Accepted, SpanSink
 from agent_rl_plugin.receiver.stats import ReceiverStats
 from agent_rl_plugin.receiver.workers import Decoded, DecodePool, decode_and_convert, ipc_bytes
 from agent_rl_plugin.store.announcements import base_url, remove_info, write_info

@@ -9,9 +9,9 @@ processes: a request thread hands the body over a pipe and gets back the convert
 Contract:
 
 * Each worker builds its converter with
-  :func:`~agent_rl_plugin.receiver.sink.receiver_converter` (the ``AGENT_RL_*`` config of the
+  :func:`~agent_rl_plugin.receiver.conversion.receiver_converter` (the ``AGENT_RL_*`` config of the
   environment it inherits, the plugins installed) and, when it starts, sends its
-  :func:`~agent_rl_plugin.receiver.sink.converter_fingerprint`. :meth:`DecodePool.start` refuses
+  :func:`~agent_rl_plugin.receiver.conversion.converter_fingerprint`. :meth:`DecodePool.start` refuses
   the pool (returns a reason, starts nothing) unless every worker's fingerprint equals the
   receiver's own converter's: a plugin registered only in the parent process, or anything else
   that would store a span differently (weaker redaction), keeps decoding in the receiver's
@@ -56,8 +56,8 @@ except ImportError:  # not POSIX: no workers there (children_supported), only th
     fcntl = None  # type: ignore[assignment]
 
 from agent_rl_plugin.arrow_memory import child_environment
+from agent_rl_plugin.receiver.conversion import converter_fingerprint, receiver_converter
 from agent_rl_plugin.receiver.decode import BodyTooLarge, DecodeError, decode_body, fields_from_request
-from agent_rl_plugin.receiver.sink import converter_fingerprint, receiver_converter
 from agent_rl_plugin.store.child_process import child_argv, children_supported, reply_channel
 from agent_rl_plugin.store.rows import SpanBatch, SpanConverter
 
