@@ -128,6 +128,15 @@ def test_a_hung_worker_is_stopped_after_the_reply_timeout_and_replaced(plugin_ma
             with pytest.raises(expected[0], match=expected[1]):
                 pool.decode(poison, PROTOBUF, None)
         assert pool.decode(body, PROTOBUF, None).total == 2 and pool.restarts == 3
+
+        # A body larger than the pipe, to a worker that stopped reading: the write gives up too.
+        large = encode_spans(make_spans(4_000, "large")).SerializeToString()
+        assert len(large) > 2 << 20
+        os.kill(pool.pids[0], signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(WorkerUnavailable, match="did not take the body in time"):
+            pool.decode(large, PROTOBUF, None)
+        assert time.monotonic() - started < 10 and pool.restarts == 4
     finally:
         pool.close()
     assert pool.pids == []

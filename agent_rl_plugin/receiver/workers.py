@@ -81,13 +81,8 @@ _VACANT: Any = object()  # a worker's place in the pool, to be started when take
 def default_decode_workers(cpus: int | None = None) -> int:
     """``agent-rl serve``'s number of decode workers: one per CPU, at most 4 (past that the
     single writer is the limit, ~90k spans a second), none on one CPU (nothing to gain)."""
-    cpus = (
-        cpus
-        if cpus is not None
-        else len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count() or 1
-    )
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return 0 if cpus < 2 else min(4, cpus)
 
 
@@ -128,6 +123,8 @@ class _Worker:
                 fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[union-attr,attr-defined]
             except (AttributeError, OSError):
                 pass  # not Linux, or a lower limit: the default pipe works, with more reads
+        assert self.process.stdin is not None
+        os.set_blocking(self.process.stdin.fileno(), False)  # see _write_all
 
     def ready(self, timeout_s: float) -> dict[str, Any]:
         """The fingerprint the worker sends once started (output before it is skipped)."""
@@ -141,13 +138,28 @@ class _Worker:
     def call(self, header: dict[str, Any], body: bytes, timeout_s: float) -> tuple[dict[str, Any], bytes, bytes]:
         deadline = time.monotonic() + timeout_s
         head = json.dumps(header).encode()
-        assert self.process.stdin is not None
-        self.process.stdin.write(_REQUEST.pack(len(head), len(body)) + head)
-        self.process.stdin.write(body)
-        self.process.stdin.flush()
+        self._write_all(_REQUEST.pack(len(head), len(body)) + head, deadline)
+        self._write_all(body, deadline)
         sizes = _REPLY.unpack(self._read_exactly(_REPLY.size, deadline))
         reply = json.loads(self._read_exactly(sizes[0], deadline))
         return reply, self._read_exactly(sizes[1], deadline), self._read_exactly(sizes[2], deadline)
+
+    def _write_all(self, data: bytes, deadline: float) -> None:
+        """Write ``data`` to the worker's input by the deadline (its pipe is non-blocking: a
+        worker that stopped reading cannot hold this thread past it)."""
+        assert self.process.stdin is not None
+        fd = self.process.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the decode worker did not take the body in time")
+            _, writable, _ = select.select([], [fd], [], min(remaining, 1.0))
+            if writable:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    continue
 
     def _read_exactly(self, n: int, deadline: float) -> bytes:
         chunks, have = [self._buffer], len(self._buffer)
