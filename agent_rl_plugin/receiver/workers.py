@@ -313,11 +313,11 @@ class DecodePool:
             reply, spans, rewards = worker.call({"kind": kind, "encoding": encoding}, body, self.reply_timeout_s)
         except (OSError, ValueError, EOFError, TimeoutError) as exc:
             self._drop(worker)
-            self.restarts += 1
             self._idle.put(self._replacement())
             failure = f"{type(exc).__name__}: {exc}"
             digest = hashlib.sha256(body).digest()
             with self._lock:
+                self.restarts += 1
                 again = digest in self._failed_bodies
                 self._failed_bodies[digest] = None
                 while len(self._failed_bodies) > _FAILED_BODIES_KEPT:

@@ -22,9 +22,9 @@ in ``docs/advantages.md``.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from agent_rl_plugin.lazy import lazy_exports
 from agent_rl_plugin.rl.state_keys import default_state_key, observation_key
 
 #: Names imported on first access (their modules import duckdb and pyarrow; the advantage
@@ -54,17 +54,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'agent_rl_plugin.rl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs

@@ -26,8 +26,9 @@ torch/TRL; they load when a function runs (names resolve lazily).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from agent_rl_plugin.lazy import lazy_exports
 
 _EXPORTS = {
     "KTOTrainConfig": "agent_rl_plugin.train.config",
@@ -68,14 +69,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_rl_plugin.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
