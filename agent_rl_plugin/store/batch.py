@@ -85,26 +85,35 @@ def spans_select_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
 FROM (SELECT *, json_extract_string(attributes, {_PATHS}) AS k FROM {source})"""
 
 
-def new_spans_sql(source: str, order_by: str) -> str:
+def new_spans_sql(source: str, order_by: str, *, distinct_ids: bool = False) -> str:
     """The rows of ``source`` whose span is not stored yet (same trace and span id), each once:
     a replayed or re-sent span is kept once. The lookup is bounded to stored spans that started
     within the batch's own time range (a duplicate starts when the original did), which DuckDB
     prunes with its zone maps: the cost stays flat as the store grows. Rows keep their order in
-    ``source`` (``order_by``: columns of ``source`` that give it), as a plain insert would."""
+    ``source`` (``order_by``: columns of ``source`` that give it), as a plain insert would.
+    ``distinct_ids``: the caller knows no two rows of ``source`` share a span id, so the
+    statement leaves out the step that keeps one of each (a window over the batch: ~2 µs a row)."""
+    once = (
+        ""
+        if distinct_ids
+        else f"QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id ORDER BY {order_by}) = 1\n"
+    )
     return f"""(WITH b AS (SELECT * FROM {source}),
     bounds AS (SELECT min(start_unix_nano) AS lo, max(start_unix_nano) AS hi FROM b)
 SELECT * FROM b WHERE NOT EXISTS (
     SELECT 1 FROM spans AS s
     WHERE s.start_unix_nano BETWEEN (SELECT lo FROM bounds) AND (SELECT hi FROM bounds)
       AND s.trace_id = b.trace_id AND s.span_id = b.span_id)
-QUALIFY row_number() OVER (PARTITION BY b.trace_id, b.span_id ORDER BY {order_by}) = 1
-ORDER BY {order_by})"""
+{once}ORDER BY {order_by})"""
 
 
-def insert_spans_sql(source: str, ingested_at: str = "?::TIMESTAMP", order_by: str = ORDINAL) -> str:
+def insert_spans_sql(
+    source: str, ingested_at: str = "?::TIMESTAMP", order_by: str = ORDINAL, *, distinct_ids: bool = False
+) -> str:
     """``INSERT INTO spans`` of :func:`spans_select_sql` over the new rows of ``source``
     (:func:`new_spans_sql`); the statement returns the number of rows inserted."""
-    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(new_spans_sql(source, order_by), ingested_at)}"
+    new_rows = new_spans_sql(source, order_by, distinct_ids=distinct_ids)
+    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(new_rows, ingested_at)}"
 
 
 _REWARD_PASS = [n for n in REWARD_SCHEMA.names if n != "created_unix_nano"]
@@ -155,6 +164,7 @@ def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") ->
 
 
 INSERT_SPANS_SQL = insert_spans_sql(SPANS_VIEW)
+INSERT_DISTINCT_SPANS_SQL = insert_spans_sql(SPANS_VIEW, distinct_ids=True)
 INSERT_REWARDS_SQL = insert_rewards_sql(REWARDS_VIEW)
 
 # Errors caused by the data of a row; anything else (I/O, a fatal or internal error, a closed
@@ -217,7 +227,8 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
         connection.execute("BEGIN TRANSACTION")
         try:
             if spans.num_rows:
-                row = connection.execute(INSERT_SPANS_SQL, [now]).fetchone()
+                sql = INSERT_DISTINCT_SPANS_SQL if _distinct_span_ids(spans) else INSERT_SPANS_SQL
+                row = connection.execute(sql, [now]).fetchone()
                 assert row is not None  # an INSERT returns one row: its count
                 inserted = int(row[0])
             if has_rewards:
@@ -236,6 +247,14 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
             except duckdb.Error:
                 pass
     return inserted
+
+
+def _distinct_span_ids(spans: pa.Table) -> bool:
+    """True when no two rows of ``spans`` share a span id (then no two share a trace and span
+    id: :func:`new_spans_sql` need not keep one of each); ~0.1 µs a row."""
+    import pyarrow.compute as pc  # here: a recording process writing spool segments never needs it
+
+    return bool(pc.count_distinct(spans["span_id"], mode="only_valid").as_py() == spans.num_rows)
 
 
 def _rewards_of(rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:
