@@ -56,6 +56,7 @@ except ImportError:  # not POSIX: no workers there (children_supported), only th
     fcntl = None  # type: ignore[assignment]
 
 from agent_rl_plugin.arrow_memory import child_environment
+from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.receiver.conversion import converter_fingerprint, receiver_converter
 from agent_rl_plugin.receiver.decode import BodyTooLarge, DecodeError, decode_body, fields_from_request
 from agent_rl_plugin.store.child_process import child_argv, children_supported, reply_channel
@@ -86,7 +87,7 @@ def default_decode_workers(cpus: int | None = None) -> int:
     return 0 if cpus < 2 else min(4, cpus)
 
 
-class WorkerUnavailable(Exception):
+class WorkerUnavailable(AgentRLError, RuntimeError):
     """No decode worker answered for this body (see the module contract): retry later."""
 
 
