@@ -33,6 +33,7 @@ Contract:
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import logging
@@ -120,20 +121,18 @@ class _Worker:
         )
         self._buffer = b""
         for stream in (self.process.stdin, self.process.stdout):
-            try:
+            # Not Linux, or a lower limit: the default pipe works, with more reads.
+            with contextlib.suppress(AttributeError, OSError):
                 fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[union-attr,attr-defined]
-            except (AttributeError, OSError):
-                pass  # not Linux, or a lower limit: the default pipe works, with more reads
         assert self.process.stdin is not None
         os.set_blocking(self.process.stdin.fileno(), False)  # see _write_all
 
     def ready(self, timeout_s: float) -> dict[str, Any]:
         """The fingerprint the worker sends once started (output before it is skipped)."""
         deadline = time.monotonic() + timeout_s
-        while _READY not in self._buffer or not self._buffer.split(_READY, 1)[1].count(b"\n"):
+        while (start := self._buffer.find(_READY)) < 0 or b"\n" not in self._buffer[start:]:
             self._buffer += self._read_some(deadline)
-        line = self._buffer.split(_READY, 1)[1]
-        fingerprint, _, self._buffer = line.partition(b"\n")
+        fingerprint, _, self._buffer = self._buffer[start + len(_READY) :].partition(b"\n")
         return json.loads(fingerprint)
 
     def call(self, header: dict[str, Any], body: bytes, timeout_s: float) -> tuple[dict[str, Any], bytes, bytes]:
@@ -190,12 +189,9 @@ class _Worker:
                 return chunk
 
     def stop(self, *, kill: bool, timeout_s: float = 10.0) -> None:
-        for stream in (self.process.stdin,):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+        with contextlib.suppress(OSError):  # its end of the pipe may be gone already
+            if self.process.stdin is not None:
+                self.process.stdin.close()
         try:
             if kill:
                 self.process.kill()
