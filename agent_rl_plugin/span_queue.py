@@ -28,6 +28,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 logger = logging.getLogger("agent_rl_plugin.tracing")
 
 
+#: The sampled bit of a span's trace flags (W3C trace context).
+TRACE_FLAG_SAMPLED = 0x01
+get_ident = threading.get_ident
+
 #: How long a span waits for room while the exporter is known to be stalled.
 STALLED_LOOK_S = 0.001
 
@@ -58,6 +62,9 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         # handler that ends a span while this thread waits for room (holding the lock) would
         # otherwise wait for itself forever.
         self._full_lock = threading.RLock()
+        inner = getattr(self, "_batch_processor", None)
+        known = all(hasattr(inner, name) for name in ("_queue", "_max_queue_size", "emit"))
+        self._inner = inner if known else None  # the SDK's BatchProcessor, when its internals are known
         if hasattr(os, "register_at_fork"):  # a child forked while a thread held the lock gets a free one
             weak_reinit = weakref.WeakMethod(self._reinit_lock_after_fork)
 
@@ -73,14 +80,18 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         self._stalled = False
 
     def on_end(self, span: ReadableSpan) -> None:
-        inner = getattr(self, "_batch_processor", None)
-        queue, limit = getattr(inner, "_queue", None), getattr(inner, "_max_queue_size", None)
-        if queue is None or limit is None:  # an SDK whose internals differ: its own behaviour
+        inner = self._inner
+        if inner is None:  # an SDK whose internals differ: its own behaviour
             super().on_end(span)
             return
-        if not (span.context is not None and span.context.trace_flags.sampled):
-            return  # never queued
-        if threading.current_thread() is getattr(inner, "_worker_thread", None):
+        queue, limit, emit = inner._queue, inner._max_queue_size, inner.emit  # noqa: SLF001
+        # What BatchSpanProcessor.on_end does (1.34 to 1.45): unsampled spans are never queued,
+        # the others go to its BatchProcessor's emit, called directly here.
+        context = span.context
+        if context is None or not context.trace_flags & TRACE_FLAG_SAMPLED:
+            return
+        worker = getattr(inner, "_worker_thread", None)
+        if worker is not None and get_ident() == worker.ident:
             # A span ended while exporting: the export thread cannot wait for itself, nor for a
             # thread that holds the lock while it waits for the export thread.
             if not self._full_lock.acquire(blocking=False):
@@ -90,7 +101,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
                 if len(queue) >= limit:
                     self._count_drop(limit)
                     return
-                super().on_end(span)
+                emit(span)
             finally:
                 self._full_lock.release()
             return
@@ -102,7 +113,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
                 self._count_drop(limit)
                 return
             self._stalled = False
-            super().on_end(span)
+            emit(span)
 
     def _count_drop(self, limit: int) -> None:
         self.dropped += 1

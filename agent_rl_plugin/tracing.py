@@ -48,6 +48,7 @@ from agent_rl_plugin.arrow_memory import lean_arrow_allocator
 from agent_rl_plugin.config import RLConfig
 from agent_rl_plugin.context import current_rollout_attributes, mark_covered
 from agent_rl_plugin.ids import PrivateIdGenerator
+from agent_rl_plugin.lean_spans import LeanSpanStarter, plain_attributes, store_plain
 from agent_rl_plugin.plugins import get_plugin_manager
 from agent_rl_plugin.span_queue import BackPressureExporter, CountingBatchSpanProcessor, pending_probe
 from agent_rl_plugin.transform import (
@@ -138,17 +139,6 @@ class _Pending(threading.local):
 
 #: Start attributes on their way from :func:`start_with_attributes` to our ``on_start``.
 PENDING = _Pending()
-_PLAIN = (str, bool, int, float)
-_PLAIN_TYPES = frozenset(_PLAIN)
-
-
-def _clean_sequence(value: Any, limit: int | None) -> bool:
-    """True when OTel would store ``value`` (a list or tuple) as a tuple of the same items: every
-    item a str/bool/int/float, no str longer than ``limit``."""
-    kinds = set(map(type, value))
-    if not kinds <= _PLAIN_TYPES:
-        return False
-    return str not in kinds or limit is None or all(type(v) is not str or len(v) <= limit for v in value)
 
 
 def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
@@ -159,34 +149,20 @@ def _put_start_attributes(span: Span, attributes: dict[str, Any]) -> None:
     try:
         bounded = cast(BoundedAttributes, span._attributes)  # noqa: SLF001
         store = bounded._dict  # noqa: SLF001
-        limit = bounded.max_value_len
-        clean = bounded.maxlen is None or len(store) + len(attributes) <= bounded.maxlen
-        if clean:
-            for key, value in attributes.items():
-                kind = type(value)
-                if (
-                    type(key) is not str
-                    or not key
-                    or (kind not in _PLAIN and not ((kind is tuple or kind is list) and _clean_sequence(value, limit)))
-                    or (limit is not None and kind is str and len(value) > limit)
-                ):
-                    clean = False
-                    break
-        if not clean:
+        if (bounded.maxlen is not None and len(store) + len(attributes) > bounded.maxlen) or not plain_attributes(
+            attributes, bounded.max_value_len
+        ):
             bounded._set_items(attributes)  # noqa: SLF001
             return
         with bounded._lock:  # noqa: SLF001
-            for key, value in attributes.items():
-                if key in store:
-                    del store[key]
-                store[key] = tuple(value) if type(value) is list else value
+            store_plain(store, attributes)
     except Exception:
         logger.debug("could not set start attributes directly", exc_info=True)
         span.set_attributes(attributes)
 
 
-# (tracer, whether its sampler and processor layout allow handing attributes over)
-_DEFERRABLE: tuple[Any, bool] = (None, False)
+# (tracer, whether its sampler and processor layout allow handing attributes over, its lean starter)
+_DEFERRABLE: tuple[Any, bool, LeanSpanStarter | None] = (None, False, None)
 
 
 def _tracer_defers(tracer: Any) -> bool:
@@ -218,14 +194,21 @@ def _tracer_defers(tracer: Any) -> bool:
 
 
 def start_with_attributes(tracer: Any, name: str, attributes: dict[str, Any], start_time: int | None = None) -> Any:
-    """``tracer.start_span(name, attributes=attributes, start_time=start_time)``; when our processor is the
-    provider's first and the tracer allows it (:func:`_tracer_defers`), the attributes are
-    handed to our ``on_start``, which stores them before any other processor sees the span,
-    without OTel re-validating each of our already-clean values."""
+    """``tracer.start_span(name, attributes=attributes, start_time=start_time)``, made cheaper
+    where that gives the same span: by a :class:`~agent_rl_plugin.lean_spans.LeanSpanStarter`
+    when the tracer allows one; else, when our processor is the provider's first and the tracer
+    allows it (:func:`_tracer_defers`), the attributes are handed to our ``on_start``, which
+    stores them before any other processor sees the span, without OTel re-validating each of
+    our already-clean values. ``attributes`` is taken over (not copied)."""
     global _DEFERRABLE
     cached = _DEFERRABLE
     if cached[0] is not tracer:
-        cached = _DEFERRABLE = (tracer, _tracer_defers(tracer))
+        cached = _DEFERRABLE = (tracer, _tracer_defers(tracer), LeanSpanStarter.for_tracer(tracer))
+    lean = cached[2]
+    if lean is not None:
+        span = lean.start(name, attributes, start_time)
+        if span is not None:
+            return span
     if cached[1]:
         processors = tracer.span_processor._span_processors  # noqa: SLF001
         if processors and processors[0] is STATE.processor:

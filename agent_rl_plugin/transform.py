@@ -15,12 +15,13 @@ which hands on a span unchanged when none of these holds a secret).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link
 from opentelemetry.trace.status import Status
 
@@ -132,15 +133,31 @@ def spans_unchanged(
     mappings: list[Mapping[str, Any]] = []
     add = mappings.append
     for span in spans:
-        if span.dropped_attributes or span.dropped_events or span.dropped_links:
-            return False
-        events, _ = _events_and_links(span)
-        attributes = span._attributes if _plain(type(span)) else span.attributes  # noqa: SLF001 - read only
+        if type(span) is ReadableSpan:  # what SDK spans give processors: read its fields directly
+            attributes: Any = span._attributes  # noqa: SLF001 - read only
+            events: Any = span._events  # noqa: SLF001 - read only
+            links: Any = span._links  # noqa: SLF001 - read only
+            if type(attributes) is BoundedAttributes:
+                if attributes.dropped:
+                    return False
+                attributes = attributes._dict  # noqa: SLF001 - read only
+            if type(events) is BoundedList:
+                if events.dropped:
+                    return False
+                events = cast(Any, events)._dq  # noqa: SLF001 - read only
+            if type(links) is BoundedList and links.dropped:
+                return False
+        else:
+            if span.dropped_attributes or span.dropped_events or span.dropped_links:
+                return False
+            events, _ = _events_and_links(span)
+            attributes = _mapping(span._attributes if _plain(type(span)) else span.attributes)  # noqa: SLF001
         if attributes:
-            add(_mapping(attributes))
-        for event in events:
-            if event.attributes:
-                add(_mapping(event.attributes))
+            add(attributes)
+        if events:
+            for event in events:
+                if event.attributes:
+                    add(_mapping(event.attributes))
     return unchanged_all(mappings)
 
 
@@ -170,7 +187,7 @@ class TransformingSpanExporter(SpanExporter):
         try:
             copies = self._copies(spans)
             if redactor is not None:
-                copies = [redact_span_fields(span, redactor) for span in copies]
+                copies = redact_spans_fields(copies, redactor)
         except Exception:
             logger.warning("agent-rl: could not transform spans; batch dropped", exc_info=True)
             return SpanExportResult.FAILURE
@@ -208,6 +225,38 @@ def with_attributes(span: ReadableSpan, attributes: dict[str, Any], events: Sequ
         start_time=span.start_time,
         end_time=span.end_time,
     )
+
+
+def redact_spans_fields(spans: Sequence[ReadableSpan], redactor: Any) -> list[ReadableSpan]:
+    """:func:`redact_span_fields` for each span of a batch; the common span (the SDK's own
+    ``ReadableSpan``, no events, links nor status message) costs a name lookup and, for a
+    resource already seen in the batch, nothing more."""
+    out: list[ReadableSpan] = []
+    add = out.append
+    redact_name = redactor.redact_name
+    seen_resource: Any = _NOT_SEEN
+    resource_redacted: Any = None
+    for span in spans:
+        if type(span) is ReadableSpan and not span._status.description:  # noqa: SLF001 - read only
+            events: Any = span._events  # noqa: SLF001 - read only
+            links: Any = span._links  # noqa: SLF001 - read only
+            if type(events) is BoundedList:
+                events = cast(Any, events)._dq  # noqa: SLF001 - read only
+            if type(links) is BoundedList:
+                links = cast(Any, links)._dq  # noqa: SLF001 - read only
+            if not events and not links:
+                resource = span._resource  # noqa: SLF001 - read only
+                if resource is not seen_resource:
+                    seen_resource, resource_redacted = resource, _redacted_resource(resource, redactor)
+                name = span._name  # noqa: SLF001 - read only
+                if resource_redacted is resource and redact_name(name) is name:
+                    add(span)
+                    continue
+        add(redact_span_fields(span, redactor))
+    return out
+
+
+_NOT_SEEN = object()
 
 
 def redact_span_fields(span: ReadableSpan, redactor: Any) -> ReadableSpan:

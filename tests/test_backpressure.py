@@ -130,6 +130,68 @@ class Pending(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+class SpanningExporter(Slow):
+    """Ends spans of its own while it exports (as an instrumented HTTP client would)."""
+
+    def __init__(self, tracer_box: list[Any], per_batch: int) -> None:
+        super().__init__()
+        self.tracer_box = tracer_box
+        self.per_batch = per_batch
+
+    def export(self, spans):  # type: ignore[no-untyped-def]
+        for i in range(self.per_batch):
+            self.tracer_box[0].start_span(f"inner {i}").end()
+        return super().export(spans)
+
+
+def test_spans_ended_by_the_export_thread_never_wait_for_room():
+    """The export thread cannot wait for room in its own queue: a span it ends when the queue
+    is full is dropped (and counted) at once, not after ``queue_full_wait_s``."""
+    box: list[Any] = []
+    exporter = SpanningExporter(box, per_batch=8)
+    processor = CountingBatchSpanProcessor(
+        exporter, max_queue_size=4, max_export_batch_size=4, schedule_delay_millis=10, queue_full_wait_s=60
+    )
+    provider, tracer = _tracer(processor)
+    box.append(tracer)
+    for i in range(4):
+        tracer.start_span(f"agent {i}").end()  # a full batch: the export thread takes it
+    deadline = time.monotonic() + 30  # each of its own spans would otherwise wait 60 s for room
+    while processor.dropped < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert processor.dropped >= 4 and processor.waited == 0
+    assert sorted(n for n in exporter.names if n.startswith("agent")) == [f"agent {i}" for i in range(4)]
+    processor._batch_processor._shutdown = True  # noqa: SLF001 - no last export of the export thread's spans
+    provider.shutdown()
+
+
+def test_spans_recorded_but_not_sampled_are_never_queued():
+    """As OTel's batch processor: a span the sampler records without sampling stays local."""
+    from opentelemetry.sdk.trace import sampling
+
+    class RecordOnly(sampling.Sampler):
+        def should_sample(self, *args: Any, **kwargs: Any) -> sampling.SamplingResult:
+            return sampling.SamplingResult(sampling.Decision.RECORD_ONLY)
+
+        def get_description(self) -> str:
+            return "record only"
+
+    exporter = Slow()
+    processor = CountingBatchSpanProcessor(
+        exporter, max_queue_size=8, max_export_batch_size=8, schedule_delay_millis=10
+    )
+    provider = TracerProvider(sampler=RecordOnly())
+    provider.add_span_processor(processor)
+    span = provider.get_tracer("t").start_span("local only")
+    assert span.is_recording() and not span.get_span_context().trace_flags.sampled
+    span.end()
+    sampled_provider, tracer = _tracer(processor)
+    tracer.start_span("sampled").end()
+    assert processor.force_flush(30_000)
+    provider.shutdown()
+    assert exporter.names == ["sampled"]
+
+
 def test_the_export_thread_waits_while_the_exporter_makes_progress():
     inner = Pending(step=10, every=0.1)
     inner.held = 100  # 1 s of work for the writer, 0.1 s between steps

@@ -325,3 +325,27 @@ def test_wrapper_copies_a_batch_with_a_span_that_dropped_attributes(plugin_manag
     keep = _Keep()
     _wrapped(keep, RLConfig(db_path=None)).export(spans)
     assert keep.batches[-1][-1] is not dropping
+
+
+@pytest.mark.parametrize("dropped", ["events", "links"])
+def test_a_batch_with_a_span_that_dropped_events_or_links_is_not_passed_on_as_is(plugin_manager, dropped):
+    """The batch check reads the SDK span's own fields: each kind of drop counts, as per span."""
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.trace import Link
+
+    provider = TracerProvider(span_limits=SpanLimits(max_events=1, max_links=1))
+    collect = _Collect()
+    provider.add_span_processor(collect)
+    tracer = provider.get_tracer("t")
+    other = tracer.start_span("other").get_span_context()
+    links = [Link(other), Link(other)] if dropped == "links" else []
+    with tracer.start_as_current_span("full", links=links) as span:
+        if dropped == "events":
+            span.add_event("one")
+            span.add_event("two")
+    (dropping,) = collect.spans
+    assert (dropping.dropped_events, dropping.dropped_links) == ((1, 0) if dropped == "events" else (0, 1))
+    transform = make_attribute_transform(RLConfig(db_path=None))
+    spans = _random_spans(random.Random(10), 10, 0.0)
+    assert spans_unchanged(spans, transform.unchanged_all)  # type: ignore[attr-defined]
+    assert not spans_unchanged(spans + [dropping], transform.unchanged_all)  # type: ignore[attr-defined]
