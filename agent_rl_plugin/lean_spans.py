@@ -32,6 +32,7 @@ import threading
 from time import time_ns
 from typing import Any, cast
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.util import BoundedList
@@ -130,11 +131,15 @@ class LeanSpanStarter:
 
     @classmethod
     def for_tracer(cls, tracer: Any) -> LeanSpanStarter | None:
-        """A starter for ``tracer``, or ``None`` when its spans cannot be made this way."""
+        """A starter for ``tracer``, or ``None`` when its spans cannot be made this way. The
+        checks run in an empty context (their root span is a root wherever this is called)."""
+        token = otel_context.attach(otel_context.Context())
         try:
             return cls._checked(tracer)
         except Exception:
             return None
+        finally:
+            otel_context.detach(token)
 
     @classmethod
     def _checked(cls, tracer: Any) -> LeanSpanStarter | None:

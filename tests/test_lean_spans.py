@@ -280,6 +280,18 @@ def test_an_sdk_span_with_a_field_the_template_does_not_know_is_left_to_the_sdk(
     assert LeanSpanStarter.for_tracer(provider.get_tracer("lean-test")) is None
 
 
+def test_a_starter_made_inside_a_span_is_made_all_the_same() -> None:
+    """The first span our instrumentation starts is often a child (an LLM call inside a
+    rollout): the checks must not take the current span for their root's parent."""
+    provider, _, _ = _provider()
+    tracer = provider.get_tracer("lean-test")
+    with tracer.start_as_current_span("outer") as outer:
+        lean = LeanSpanStarter.for_tracer(tracer)
+        assert lean is not None
+        child = lean.start("inner", {})
+    assert child is not None and child.parent == outer.get_span_context()
+
+
 def test_the_checks_on_a_copy_export_nothing() -> None:
     provider, exporter, recorder = _provider()
     assert LeanSpanStarter.for_tracer(provider.get_tracer("lean-test")) is not None
