@@ -65,6 +65,12 @@ class RolloutInfo:
 _CURRENT: contextvars.ContextVar[RolloutInfo | None] = contextvars.ContextVar("agent_rl_rollout", default=None)
 
 
+#: :func:`current_rollout` and :func:`set_current` as the ContextVar's own C methods, for the
+#: traced call's hot path (no Python frame each): same results.
+current_rollout_now = _CURRENT.get
+set_current_now = _CURRENT.set
+
+
 def current_rollout() -> RolloutInfo | None:
     """The rollout the calling code runs in, or ``None``."""
     return _CURRENT.get()

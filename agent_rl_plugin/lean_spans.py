@@ -27,10 +27,12 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import threading
 from time import time_ns
-from typing import Any, cast
+from typing import Any, Callable, Iterator, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -172,19 +174,19 @@ class LeanSpanStarter:
             for remote in (False, True):
                 parent = trace.SpanContext(root_context.trace_id, root_context.span_id, is_remote=remote,
                                            trace_flags=trace.TraceFlags(flags), trace_state=root_context.trace_state)  # fmt: skip
-                in_parent = trace.set_span_in_context(trace.NonRecordingSpan(parent))
-                sdk_child = quiet.start_span("lean check child", context=in_parent, attributes=dict(attributes))
+                with _current(parent):
+                    sdk_child = quiet.start_span("lean check child", attributes=dict(attributes))
                 if child_flags.setdefault(flags, sdk_child.get_span_context().trace_flags) != (
                     sdk_child.get_span_context().trace_flags
                 ):
                     return None
                 pairs.append((parent, sdk_child))
         probe = cls(quiet, quiet_template, root_context, child_flags)
-        checked = [(probe._start("lean check", dict(attributes), None, root_context.trace_id, None), sdk_root)]
+        checked: list[tuple[Any, Any]] = [(probe.start("lean check", dict(attributes)), sdk_root)]
         for parent, sdk_child in pairs:
-            lean_child = probe._start("lean check child", dict(attributes), parent, parent.trace_id, None)
-            checked.append((lean_child, sdk_child))
-        if not all(_same_span(lean, sdk) for lean, sdk in checked):
+            with _current(parent):
+                checked.append((probe.start("lean check child", dict(attributes)), sdk_child))
+        if not all(lean is not None and _same_span(lean, sdk) for lean, sdk in checked):
             return None
         for lean, sdk in checked:
             lean.end()
@@ -204,23 +206,16 @@ class LeanSpanStarter:
             or (self._enabled is not None and not self._enabled())
         ):
             return None
-        parent: Any = trace.get_current_span().get_span_context()
-        if parent.is_valid:
+        current = _current_span()
+        parent: Any = None if current is None else current.get_span_context()
+        if parent is not None and parent.is_valid:
             if parent.trace_state or int(parent.trace_flags) not in self._child_flags:
                 return None
-            return self._start(name, attributes, parent, parent.trace_id, start_time)
-        return self._start(name, attributes, None, tracer.id_generator.generate_trace_id(), start_time)
-
-    def _start(self, name: str, attributes: dict[str, Any], parent: Any, trace_id: int,
-               start_time: int | None) -> Any:  # fmt: skip
-        """A started span: a root one when ``parent`` is ``None``, else a child of that sampled
-        parent (``trace_id`` is then the parent's)."""
-        tracer = self.tracer
-        span_id = tracer.id_generator.generate_span_id()
-        if parent is None:
-            flags, state = self._root_flags, self._root_state
+            trace_id, flags, state = parent.trace_id, self._child_flags[int(parent.trace_flags)], parent.trace_state
         else:
-            flags, state = self._child_flags[int(parent.trace_flags)], parent.trace_state
+            parent = None
+            trace_id, flags, state = tracer.id_generator.generate_trace_id(), self._root_flags, self._root_state
+        span_id = tracer.id_generator.generate_span_id()
         if 0 < trace_id <= _MAX_TRACE_ID and 0 < span_id <= _MAX_SPAN_ID:  # what SpanContext() would make
             context = _new_tuple(trace.SpanContext, (trace_id, span_id, False, flags, state, True))
         else:
@@ -248,6 +243,61 @@ class LeanSpanStarter:
         fields["_end_time"] = None
         span._span_processor.on_start(span, parent_context=None)  # noqa: SLF001
         return span
+
+
+@contextlib.contextmanager
+def _current(parent: Any) -> Iterator[None]:
+    """``parent`` (a span context) as the current span's, for the checks."""
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(parent)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def runtime_context_var() -> contextvars.ContextVar[Any] | None:
+    """The ContextVar behind OpenTelemetry's runtime context when it is the SDK's default
+    ``ContextVarsRuntimeContext`` (then ``attach``/``detach`` are exactly its ``set``/``reset``,
+    and its value is the current ``Context``); ``None`` for any other runtime context."""
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        var = getattr(runtime, "_current_context", None)
+        if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
+            return var
+    except Exception:
+        pass
+    return None
+
+
+def _current_span_getter() -> Callable[[], Any]:
+    """A function giving the current span or ``None`` (what ``trace.get_current_span()`` gives,
+    ``None`` for its invalid span): read straight from the runtime's ContextVar when
+    :func:`runtime_context_var` found it and the span key is the API's (checked on a probe)."""
+    var, key = runtime_context_var(), getattr(trace, "_SPAN_KEY", None)
+
+    def through_the_api() -> Any:
+        span = trace.get_current_span()
+        return None if span is trace.INVALID_SPAN else span
+
+    if var is None or not isinstance(key, str):
+        return through_the_api
+    get = var.get
+
+    def straight() -> Any:
+        return get().get(key)
+
+    probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+    token = otel_context.attach(trace.set_span_in_context(probe))
+    try:
+        same = straight() is probe is trace.get_current_span()
+    finally:
+        otel_context.detach(token)
+    return straight if same else through_the_api
+
+
+_current_span = _current_span_getter()
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -195,7 +195,7 @@ def test_an_invalid_id_from_the_generator_gives_the_span_the_sdk_would_give() ->
     assert lean.start("step", {}) is None  # another generator: root spans' flags may differ (1.45)
 
 
-def test_a_generator_of_invalid_ids_gets_no_lean_spans() -> None:
+def test_a_generator_of_only_invalid_ids_gets_the_sdks_invalid_spans() -> None:
     class Zero(IdGenerator):
         def generate_span_id(self) -> int:
             return 0
@@ -204,7 +204,12 @@ def test_a_generator_of_invalid_ids_gets_no_lean_spans() -> None:
             return 0
 
     provider, _, _ = _provider(id_generator=Zero())
-    assert LeanSpanStarter.for_tracer(provider.get_tracer("lean-test")) is None
+    tracer = provider.get_tracer("lean-test")
+    lean = LeanSpanStarter.for_tracer(tracer)
+    assert lean is not None  # the checks found the SDK's own answer: a span with invalid ids
+    sdk, ours = _both_ways(tracer, lean, {})
+    assert ours.get_span_context() == sdk.get_span_context()
+    assert not ours.get_span_context().is_valid
 
 
 @pytest.mark.parametrize(
@@ -310,3 +315,15 @@ def test_decorated_calls_record_through_lean_spans(span_exporter) -> None:  # no
     assert starter is not None and starter.tracer is tracing.get_tracer()
     assert span.attributes["agent_rl.output"] == "2"
     assert span.attributes["agent_rl.rollout.root"] is True
+
+
+def test_the_current_span_is_read_as_the_api_reads_it() -> None:
+    from agent_rl_plugin import lean_spans
+
+    provider, _, _ = _provider()
+    tracer = provider.get_tracer("lean-test")
+    assert lean_spans._current_span() is None  # noqa: SLF001 - the API's invalid span: no parent
+    with tracer.start_as_current_span("outer") as outer:
+        assert lean_spans._current_span() is outer is trace.get_current_span()  # noqa: SLF001
+    # The default SDK runtime context is read straight from its ContextVar (no API frames).
+    assert lean_spans._current_span.__name__ == "straight"  # noqa: SLF001

@@ -25,6 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agent_rl_plugin import tracing
+from agent_rl_plugin.context import current_rollout_now, set_current_now
 from agent_rl_plugin.ids import new_id
 from agent_rl_plugin.instrumentation import context as rl_context
 from agent_rl_plugin.instrumentation.spans import (
@@ -36,6 +37,7 @@ from agent_rl_plugin.instrumentation.spans import (
     set_clean_attributes,
     to_json_text,
 )
+from agent_rl_plugin.lean_spans import runtime_context_var
 from agent_rl_plugin.semconv import (
     AGENT_ROLE,
     GEN_AI_AGENT_ID,
@@ -64,26 +66,10 @@ from agent_rl_plugin.serialize import to_json
 INSTANCE_FLAG = "_agent_rl_enabled"
 
 _STATE = tracing.STATE
-_current_rollout = rl_context.current_rollout
+_current_rollout = current_rollout_now
 
 
-def _runtime_context_var() -> contextvars.ContextVar[Any] | None:
-    """The ContextVar behind OpenTelemetry's runtime context when it is the SDK's default
-    ``ContextVarsRuntimeContext`` (then ``attach``/``detach`` are exactly its ``set``/``reset``,
-    and we call those directly); ``None`` for any other runtime context."""
-    try:
-        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
-
-        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
-        var = getattr(runtime, "_current_context", None)
-        if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
-            return var
-    except Exception:
-        pass
-    return None
-
-
-_RUNTIME_VAR = _runtime_context_var()
+_RUNTIME_VAR = runtime_context_var()
 _attach: Callable[[Any], Any] = _RUNTIME_VAR.set if _RUNTIME_VAR is not None else otel_context.attach
 _detach: Callable[[Any], Any] = _RUNTIME_VAR.reset if _RUNTIME_VAR is not None else otel_context.detach
 
@@ -273,7 +259,7 @@ class CallRecord:
         try:
             otel_token = _attach(self.ctx)
             rollout = self.rollout
-            rollout_token = rl_context.set_current(rollout) if _current_rollout() is not rollout else None
+            rollout_token = set_current_now(rollout) if _current_rollout() is not rollout else None
             call_token = _ACTIVE_CALL.set((self.key, self.span)) if self.key is not None else None
             return otel_token, rollout_token, call_token
         except Exception:
