@@ -13,14 +13,15 @@ Contract:
   in the current context (the ids aside, drawn from the tracer's own id generator), started
   through the tracer's span processors in the same way (``on_start`` with the same arguments).
   It ends, and is read by processors and exporters, through the SDK's own code.
-* That is checked, not assumed: :meth:`LeanSpanStarter.for_tracer` makes a root and a child span
-  both ways with a copy of the tracer that has no span processor (nothing is exported) and
-  compares every field. An SDK version whose spans carry a field it does not know, a sampler
+* That is checked, not assumed: :meth:`LeanSpanStarter.for_tracer` makes a root span and
+  children of local and remote sampled parents both ways, in an empty context, with a copy of
+  the tracer that has no span processor (nothing is exported), and compares every field, and
+  every field of the ``ReadableSpan`` each becomes at its end. An SDK version whose spans carry a field it does not know, a sampler
   other than always-on (alone or parent-based with the default delegates), tracer metrics, or
   any difference makes it return ``None``: the caller then uses ``tracer.start_span``.
 * :meth:`LeanSpanStarter.start` returns ``None`` (use the SDK) whenever the span could differ:
-  the tracer disabled or its sampler or id generator replaced, a parent that is not sampled, carries a trace
-  state, or has trace flags not checked. Attributes are stored as given only when every key is
+  the tracer disabled or its sampler or id generator replaced, a parent that is not sampled,
+  carries a trace state, or has trace flags not checked. Attributes are stored as given only when every key is
   a non-empty ``str`` and every value a ``str``/``bool``/``int``/``float`` within the length
   limit, or a list/tuple of those (stored as a tuple); otherwise the SDK's validation runs.
 """
