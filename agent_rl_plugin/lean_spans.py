@@ -53,6 +53,7 @@ SHARED_FIELDS = frozenset(
 )  # fmt: skip
 
 _new_tuple = tuple.__new__
+_LOCK_TYPE = type(threading.Lock())
 #: The sampled bit of W3C trace flags.
 TRACE_FLAG_SAMPLED = 0x01
 _MAX_TRACE_ID = 2**128 - 1
@@ -116,7 +117,9 @@ def _always_on_sampler(sampler: Any) -> bool:
 class LeanSpanStarter:
     """Starts spans for one SDK tracer from a checked template (see the module's contract)."""
 
-    def __init__(self, tracer: Any, template: dict[str, Any], root_context: Any, child_flags: dict[int, Any]) -> None:
+    def __init__(
+        self, tracer: Any, span_class: type, template: dict[str, Any], root_context: Any, child_flags: dict[int, Any]
+    ) -> None:
         self.tracer = tracer
         self.sampler = tracer.sampler
         self.id_generator = tracer.id_generator  # root spans' flags depend on it (1.45: random trace ids)
@@ -129,7 +132,7 @@ class LeanSpanStarter:
         self._max_length = limits.max_span_attribute_length
         self._max_events = limits.max_events
         self._max_links = limits.max_links
-        self._span_class = template.pop("__class__")
+        self._span_class = span_class
         self._enabled = getattr(tracer, "_is_enabled", None)
 
     @classmethod
@@ -166,7 +169,7 @@ class LeanSpanStarter:
         template = {k: v for k, v in fields.items() if k not in PER_SPAN_FIELDS}
         template["_span_processor"] = tracer.span_processor
         root_context = sdk_root.get_span_context()
-        quiet_template = {**template, "_span_processor": quiet.span_processor, "__class__": type(sdk_root)}
+        span_class = type(sdk_root)
         # Children of sampled parents, local and remote: ours, and others' (W3C's sampled flag
         # alone, or with the bits an SDK adds).
         child_flags: dict[int, Any] = {}
@@ -177,12 +180,11 @@ class LeanSpanStarter:
                                            trace_flags=trace.TraceFlags(flags), trace_state=root_context.trace_state)  # fmt: skip
                 with _current(parent):
                     sdk_child = quiet.start_span("lean check child", attributes=dict(attributes))
-                if child_flags.setdefault(flags, sdk_child.get_span_context().trace_flags) != (
-                    sdk_child.get_span_context().trace_flags
-                ):
+                made = sdk_child.get_span_context().trace_flags
+                if child_flags.setdefault(flags, made) != made:
                     return None
                 pairs.append((parent, sdk_child))
-        probe = cls(quiet, quiet_template, root_context, child_flags)
+        probe = cls(quiet, span_class, {**template, "_span_processor": quiet.span_processor}, root_context, child_flags)
         checked: list[tuple[Any, Any]] = [(probe.start("lean check", dict(attributes)), sdk_root)]
         for parent, sdk_child in pairs:
             with _current(parent):
@@ -194,7 +196,7 @@ class LeanSpanStarter:
             sdk.end()
         if not all(_same_readable(lean, sdk) for lean, sdk in checked):
             return None
-        return cls(tracer, {**template, "__class__": type(sdk_root)}, root_context, child_flags)
+        return cls(tracer, span_class, template, root_context, child_flags)
 
     def start(self, name: str, attributes: dict[str, Any], start_time: int | None = None) -> Any | None:
         """Start a span as ``tracer.start_span(name, attributes=attributes,
@@ -221,7 +223,7 @@ class LeanSpanStarter:
             context = _new_tuple(trace.SpanContext, (trace_id, span_id, False, flags, state, True))
         else:
             context = trace.SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags, trace_state=state)
-        span = object.__new__(self._span_class)
+        span: Any = object.__new__(self._span_class)
         fields = span.__dict__
         fields.update(self._template)
         fields["_resource"] = tracer.resource
@@ -260,15 +262,13 @@ def runtime_context_var() -> contextvars.ContextVar[Any] | None:
     """The ContextVar behind OpenTelemetry's runtime context when it is the SDK's default
     ``ContextVarsRuntimeContext`` (then ``attach``/``detach`` are exactly its ``set``/``reset``,
     and its value is the current ``Context``); ``None`` for any other runtime context."""
-    try:
+    with contextlib.suppress(Exception):
         from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 
         runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
         var = getattr(runtime, "_current_context", None)
         if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
             return var
-    except Exception:
-        pass
     return None
 
 
@@ -311,7 +311,7 @@ def _same_value(a: Any, b: Any) -> bool:
         return (list(a), a.dropped, cast(Any, a)._dq.maxlen) == (list(b), b.dropped, cast(Any, b)._dq.maxlen)
     if isinstance(a, trace.SpanContext):  # (trace id, span id, is_remote, flags, state, is_valid)
         return len(a) == len(b) and tuple(a)[2:] == tuple(b)[2:]
-    if type(a) is type(threading.Lock()):
+    if type(a) is _LOCK_TYPE:
         return True
     if type(a).__eq__ is object.__eq__ and a is not b:  # no value equality: compare the fields
         return vars(a) == vars(b) if hasattr(a, "__dict__") else False

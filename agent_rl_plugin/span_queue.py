@@ -30,7 +30,7 @@ logger = logging.getLogger("agent_rl_plugin.tracing")
 
 #: The sampled bit of a span's trace flags (W3C trace context).
 TRACE_FLAG_SAMPLED = 0x01
-get_ident = threading.get_ident
+_get_ident = threading.get_ident
 
 #: How long a span waits for room while the exporter is known to be stalled.
 STALLED_LOOK_S = 0.001
@@ -91,7 +91,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         if context is None or not context.trace_flags & TRACE_FLAG_SAMPLED:
             return
         worker = getattr(inner, "_worker_thread", None)
-        if worker is not None and get_ident() == worker.ident:
+        if worker is not None and _get_ident() == worker.ident:
             # A span ended while exporting: the export thread cannot wait for itself, nor for a
             # thread that holds the lock while it waits for the export thread.
             if not self._full_lock.acquire(blocking=False):

@@ -66,8 +66,6 @@ from agent_rl_plugin.serialize import to_json
 INSTANCE_FLAG = "_agent_rl_enabled"
 
 _STATE = tracing.STATE
-_current_rollout = current_rollout_now
-
 
 _RUNTIME_VAR = runtime_context_var()
 _attach: Callable[[Any], Any] = _RUNTIME_VAR.set if _RUNTIME_VAR is not None else otel_context.attach
@@ -259,7 +257,7 @@ class CallRecord:
         try:
             otel_token = _attach(self.ctx)
             rollout = self.rollout
-            rollout_token = set_current_now(rollout) if _current_rollout() is not rollout else None
+            rollout_token = set_current_now(rollout) if current_rollout_now() is not rollout else None
             call_token = _ACTIVE_CALL.set((self.key, self.span)) if self.key is not None else None
             return otel_token, rollout_token, call_token
         except Exception:
@@ -411,7 +409,7 @@ def _start(
         if capture:
             attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = to_json_text(bound_arguments(spec, args, kwargs))
 
-    rollout = _current_rollout()
+    rollout = current_rollout_now()
     implicit = False
     if rollout is None and is_agent:
         rollout = rl_context.implicit_rollout(name)
