@@ -346,9 +346,11 @@ class Redactor:
                     return False
         if not texts:
             return True
-        # One scan of the strings joined rules out the common case (no literal, no regex).
-        # A literal cannot span the NUL separator, so a miss here is a miss in every string.
-        joined = "\x00".join(texts)
+        # One scan of the distinct strings joined rules out the common case (no literal, no
+        # regex). A literal cannot span the NUL separator, so a miss here is a miss in every
+        # string; a string seen twice adds nothing to the scan (values such as model names,
+        # rollout and task ids repeat across a batch's spans).
+        joined = "\x00".join(set(texts))
         return not may_match_defaults(joined) or not self._matches_joined(joined)
 
     def redact_attributes(self, attributes: dict[str, Any]) -> bool:

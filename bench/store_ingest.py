@@ -140,14 +140,17 @@ def exporter_rate(spans: list[ReadableSpan], path: Path, batch: int, plain: bool
 
 def merge_rest(path: Path) -> None:
     """Merge the spool segments of ``path`` left after a flush, waiting for the lock (a background
-    merge of the exporter may hold it): then every row is in the database file."""
+    merge of the exporter may hold it), as the exporter's merger process merges (row groups of
+    its size: this process opens the file for nothing else): then every row is in the database
+    file."""
     from agent_rl_plugin.store.lease import try_merge
+    from agent_rl_plugin.store.merger_process import MERGE_ROW_GROUP_SIZE
     from agent_rl_plugin.store.spool import list_segments
 
     for _ in range(100):
         if not list_segments(str(path)):
             return
-        try_merge(str(path), wait_s=60.0)
+        try_merge(str(path), wait_s=60.0, row_group_size=MERGE_ROW_GROUP_SIZE)
     raise AssertionError(f"spool segments of {path} are still not merged")
 
 

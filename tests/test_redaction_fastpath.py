@@ -186,3 +186,15 @@ def test_span_unchanged_sees_drops(plugin_manager):
     dropped, kept = memory.get_finished_spans()
     assert not span_unchanged(dropped, transform.unchanged)
     assert span_unchanged(kept, transform.unchanged)
+
+
+def test_a_batch_check_sees_a_secret_among_values_repeated_across_its_spans():
+    """The batch check scans each distinct string once (model names, rollout and task ids repeat
+    across spans): a secret held by one span among thousands of repeats is still seen, and a
+    repeat of a secret in every span is seen as well."""
+    redactor = Redactor(list(DEFAULT_REDACTION_PATTERNS))
+    repeated = [{"gen_ai.request.model": "tiny-model", "agent_rl.task.id": f"task-{i % 5}"} for i in range(2_000)]
+    assert redactor.cannot_change_all(repeated)
+    secret = {"gen_ai.request.model": "tiny-model", "note": "key=sk-" + "a" * 40}
+    assert not redactor.cannot_change_all([*repeated, secret, *repeated])
+    assert not redactor.cannot_change_all([secret] * 500)

@@ -116,6 +116,46 @@ def insert_spans_sql(
     return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(new_rows, ingested_at)}"
 
 
+def insert_every_span_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:
+    """``INSERT INTO spans`` of :func:`spans_select_sql` over every row of ``source``, in its
+    order (DuckDB keeps a plain scan's order on insert): for a ``source`` that
+    :func:`repeats_sql` found without repeated or stored spans. It leaves out the anti-join and
+    the sort that keeps the order after it (~1 µs a row of the ~6 a merged row costs)."""
+    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(source, ingested_at)}"
+
+
+def repeats_sql(source: str) -> str:
+    """One row about ``source`` (columns of :data:`~agent_rl_plugin.store.rows.SPAN_SCHEMA`):
+    (no two rows share a span id and every row has one, some row's span is stored already), the
+    second bounded by start time as :func:`new_spans_sql` bounds its lookup (same answer, same
+    flat cost). ``(True, False)`` lets the caller insert with :func:`insert_every_span_sql`."""
+    return f"""WITH b AS (SELECT trace_id, span_id, start_unix_nano FROM {source}),
+    bounds AS (SELECT min(start_unix_nano) AS lo, max(start_unix_nano) AS hi,
+        count(*) = count(span_id) AND count(*) = count(DISTINCT span_id) AS distinct_ids FROM b)
+SELECT (SELECT distinct_ids FROM bounds), EXISTS (
+    SELECT 1 FROM spans AS s SEMI JOIN b ON s.trace_id = b.trace_id AND s.span_id = b.span_id
+    WHERE s.start_unix_nano BETWEEN (SELECT lo FROM bounds) AND (SELECT hi FROM bounds))"""
+
+
+def choose_insert_sql(
+    connection: duckdb.DuckDBPyConnection,
+    source: str,
+    parameters: list[object],
+    ingested_at: str = "?::TIMESTAMP",
+    order_by: str = ORDINAL,
+) -> str:
+    """The statement that stores the new spans of ``source`` (its parameters: ``parameters``,
+    then the ``ingested_at`` one when it is a parameter), chosen by :func:`repeats_sql` run on
+    ``connection`` (in the caller's transaction, so nothing is stored between the check and the
+    insert): every row when none repeats nor is stored, else the anti-join
+    (:func:`insert_spans_sql`), without its per-batch step when the span ids are distinct."""
+    rows = connection.execute(repeats_sql(source), parameters).fetchall()  # one row; fetched to the end
+    distinct, stored = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, True)
+    if distinct and not stored:
+        return insert_every_span_sql(source, ingested_at)
+    return insert_spans_sql(source, ingested_at, order_by, distinct_ids=distinct)
+
+
 _REWARD_PASS = [n for n in REWARD_SCHEMA.names if n != "created_unix_nano"]
 #: The final columns of ``rewards`` that :func:`rewards_select_sql` produces, in order.
 REWARD_COLUMNS: tuple[str, ...] = (*_REWARD_PASS, "created_at")
@@ -164,7 +204,6 @@ def insert_rewards_sql(source: str, default_created_at: str = "?::TIMESTAMP") ->
 
 
 INSERT_SPANS_SQL = insert_spans_sql(SPANS_VIEW)
-INSERT_DISTINCT_SPANS_SQL = insert_spans_sql(SPANS_VIEW, distinct_ids=True)
 INSERT_REWARDS_SQL = insert_rewards_sql(REWARDS_VIEW)
 
 # Errors caused by the data of a row; anything else (I/O, a fatal or internal error, a closed
@@ -227,7 +266,7 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
         connection.execute("BEGIN TRANSACTION")
         try:
             if spans.num_rows:
-                sql = INSERT_DISTINCT_SPANS_SQL if _distinct_span_ids(spans) else INSERT_SPANS_SQL
+                sql = choose_insert_sql(connection, SPANS_VIEW, [])
                 row = connection.execute(sql, [now]).fetchone()
                 assert row is not None  # an INSERT returns one row: its count
                 inserted = int(row[0])
@@ -247,14 +286,6 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
             except duckdb.Error:
                 pass
     return inserted
-
-
-def _distinct_span_ids(spans: pa.Table) -> bool:
-    """True when no two rows of ``spans`` share a span id (then no two share a trace and span
-    id: :func:`new_spans_sql` need not keep one of each); ~0.1 µs a row."""
-    import pyarrow.compute as pc  # here: a recording process writing spool segments never needs it
-
-    return bool(pc.count_distinct(spans["span_id"], mode="only_valid").as_py() == spans.num_rows)
 
 
 def _rewards_of(rewards: pa.Table | None, spans: pa.Table) -> pa.Table | None:

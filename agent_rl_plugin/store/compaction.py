@@ -91,18 +91,20 @@ def _insert(
     """Insert ``segments`` (or the row range ``rows`` = (offset, count) of a single one) and, when
     the whole of each is done, their ledger rows: one transaction. Returns the spans inserted
     (spans already stored are skipped)."""
-    from agent_rl_plugin.store.batch import insert_rewards_sql, insert_spans_sql, utc_now  # pyarrow: merges only
+    from agent_rl_plugin.store.batch import (  # pyarrow: merges only
+        choose_insert_sql,
+        insert_rewards_sql,
+        insert_spans_sql,
+        utc_now,
+    )
     from agent_rl_plugin.store.transaction import arrow_transaction
 
     spans_files = [s.spans_path for s in segments]
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
     with arrow_transaction(connection, {}):
         if rows is None:
-            distinct = _distinct_span_ids(connection, spans_files)
-            row = connection.execute(
-                insert_spans_sql(segment_source(), SEGMENT_TIME_SQL, SEGMENT_ORDER, distinct_ids=distinct),
-                [spans_files],
-            ).fetchone()
+            sql = choose_insert_sql(connection, segment_source(), [spans_files], SEGMENT_TIME_SQL, SEGMENT_ORDER)
+            row = connection.execute(sql, [spans_files]).fetchone()
             if rewards_files:
                 connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files])
             connection.execute(
@@ -120,16 +122,6 @@ def _insert(
             ).fetchone()
         assert row is not None  # an INSERT returns one row: its count
     return int(row[0])
-
-
-def _distinct_span_ids(connection: duckdb.DuckDBPyConnection, spans_files: list[str]) -> bool:
-    """True when no two span rows of the segment files share a span id (then the insert need
-    not keep one of each: see :func:`~agent_rl_plugin.store.batch.new_spans_sql`)."""
-    row = connection.execute(
-        "SELECT count(span_id) = count(DISTINCT span_id) AND count(*) = count(span_id) FROM read_parquet(?)",
-        [spans_files],
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def _rows(connection: duckdb.DuckDBPyConnection, segments: Sequence[Segment]) -> int:

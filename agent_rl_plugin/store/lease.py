@@ -39,6 +39,11 @@ from agent_rl_plugin.store.spool import Segment, list_segments, remove_leftovers
 READ_WAIT_S = 15.0
 #: How long a writer of results (score, label, advantages, training runs) waits for the lock.
 WRITE_WAIT_S = 30.0
+#: Longest pause between two tries of a waiting open (the pauses grow from 10 ms to this): a
+#: recording process's merger leaves the file free for ``MERGE_GAP_S`` (0.25 s) when someone
+#: waits, and a failed try costs about a millisecond, so the waiter gets in within ~50 ms of a
+#: lease's end (with 0.2 s it lost ~0.15 s on average, and sometimes the whole gap).
+MAX_RETRY_PAUSE_S = 0.05
 
 T = TypeVar("T")
 
@@ -71,7 +76,7 @@ def with_wait(path: str, open_once: Callable[[], T], wait_s: float) -> T:
         pause = 0.01
         while True:
             time.sleep(min(pause, max(0.0, wait_s - (time.monotonic() - started))))
-            pause = min(pause * 2, 0.2)
+            pause = min(pause * 2, MAX_RETRY_PAUSE_S)
             try:
                 return open_once()
             except StoreError as exc:
@@ -91,12 +96,18 @@ def _busy_error(path: str, exc: StoreError, waited: float) -> StoreBusy:
 
 @contextmanager
 def write_lease(
-    db_path: str | os.PathLike[str], *, wait_s: float = WRITE_WAIT_S, what: str = "writing", merge: bool = True
+    db_path: str | os.PathLike[str],
+    *,
+    wait_s: float = WRITE_WAIT_S,
+    what: str = "writing",
+    merge: bool = True,
+    row_group_size: int | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection held for the block (see the module contract)."""
+    """A read-write connection held for the block (see the module contract); ``row_group_size``:
+    see :func:`~agent_rl_plugin.store.opening.connect_file`."""
     path = os.fspath(db_path)
     with holding(path, what):
-        connection = with_wait(path, lambda: open_write_connection(path)[0], wait_s)
+        connection = with_wait(path, lambda: open_write_connection(path, row_group_size)[0], wait_s)
         try:
             if merge:
                 merge_segments(connection, path)
@@ -142,12 +153,15 @@ def try_merge(
     max_segments: int | None = None,
     max_rows: int | None = None,
     merge_threads: int | None = None,
+    row_group_size: int | None = None,
 ) -> MergeResult | None:
     """Merge the spool segments of ``db_path`` (the oldest ``max_segments`` of them, when
     given, and of those the oldest holding at most ``max_rows`` span rows, at least one
     segment) if the lock can be had within ``wait_s``; ``None`` when there was nothing to merge
     or the file stayed busy. ``merge_threads`` caps DuckDB's threads for the merge (fewer threads
-    hold less memory: what a recording process wants; the lease's database is closed after it)."""
+    hold less memory: what a recording process wants; the lease's database is closed after it).
+    ``row_group_size``: the merged rows go into row groups of that many rows (for a process that
+    opens the file for nothing else: see :func:`~agent_rl_plugin.store.opening.connect_file`)."""
     path = os.fspath(db_path)
     segments = list_segments(path)[:max_segments]
     if not segments:
@@ -158,7 +172,11 @@ def try_merge(
         segments = _first_rows(segments, max_rows)
     try:
         with write_lease(
-            path, wait_s=wait_s, what=f"merging {len(segments)} spool segments", merge=False
+            path,
+            wait_s=wait_s,
+            what=f"merging {len(segments)} spool segments",
+            merge=False,
+            row_group_size=row_group_size,
         ) as connection:
             if merge_threads is None:
                 return merge_segments(connection, path, segments=segments)

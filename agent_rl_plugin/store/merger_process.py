@@ -14,7 +14,7 @@ Contract:
   failure come back in the :class:`MergeOutcome`.
 * :class:`MergerProcess` runs :func:`merge_leases` in a child (this module's :func:`main`, in the
   same copy of the package as the agent's), started on the first :meth:`~MergerProcess.merge`,
-  one request at a time. :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
+  one request at a time; the child's leases append in row groups of :data:`MERGE_ROW_GROUP_SIZE`. :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
   started or did not answer within its timeout (the child is then stopped; a later call starts a
   new one): the caller merges in-process, or leaves the segments for the next merge. After
   ``MAX_FAILURES`` requests in a row without an answer (or a child that cannot start at all) it
@@ -55,6 +55,14 @@ REPLY_TIMEOUT_S = 300.0
 #: One that does not (a ``sys.executable`` that is no Python: an embedding or frozen binary) is
 #: stopped, and this process merges from then on: a flush never waits for it again.
 START_TIMEOUT_S = 10.0
+#: Rows per row group the merger child appends in (DuckDB's default: 122,880). Each lease ends
+#: with a checkpoint, which rewrites the table's last row group whole when the lease appended to
+#: it: with the default size a lease of 16k rows costs 40-160 ms of checkpoint (the group fills
+#: over several leases and is rewritten each time), with row groups of this size ~13 ms
+#: (measured: docs/benchmarks.md, the tenth pass). The child opens the file for its
+#: leases only, so it can attach it with this size (DuckDB refuses a second open of one file in a
+#: process): in-process merges keep the default.
+MERGE_ROW_GROUP_SIZE = 16_384
 #: How long stopping the child waits for it to finish its merge before killing it.
 STOP_TIMEOUT_S = 30.0
 #: Requests in a row without an answer after which a writer stops starting children and merges
@@ -113,9 +121,11 @@ def merge_leases(
     wait_s: float,
     limits: LeaseLimits,
     keep_going: Callable[[], bool] = lambda: True,
+    row_group_size: int | None = None,
 ) -> MergeOutcome:
     """Merge ``path``'s spool segments in up to ``limits.max_leases`` leases (see the module
-    contract), before each lease but the first asking ``keep_going()``."""
+    contract), before each lease but the first asking ``keep_going()``; ``row_group_size``: see
+    :data:`MERGE_ROW_GROUP_SIZE`."""
     from agent_rl_plugin.store.lease import try_merge
 
     outcome = MergeOutcome()
@@ -129,6 +139,7 @@ def merge_leases(
                 max_segments=limits.max_segments,
                 max_rows=limits.max_rows,
                 merge_threads=limits.merge_threads,
+                row_group_size=row_group_size,
             )
         except Exception as exc:  # noqa: BLE001 - handed back, never raised into the recorder
             if "Interrupt" in type(exc).__name__:
@@ -332,6 +343,7 @@ def _serve(path: str, requests: IO[bytes], replies: IO[bytes]) -> None:
             wait_s=float(request["wait_s"]),
             limits=LeaseLimits.from_request(request),
             keep_going=lambda: os.getppid() == parent and not someone_waiting(path),
+            row_group_size=MERGE_ROW_GROUP_SIZE,
         )
         import resource  # POSIX only, as the child
 

@@ -8,6 +8,8 @@ Contract:
   :class:`~agent_rl_plugin.store.errors.StoreLockedError` when another process holds the file.
 * :func:`open_write_connection` opens ``path`` read-write (creating its folder, and the file
   0600), applies the migrations and returns ``(connection, applied)``.
+* Either may attach the file with a row group size instead (the merger child's leases: see
+  :data:`~agent_rl_plugin.store.merger_process.MERGE_ROW_GROUP_SIZE`).
 
 Neither waits for a lock nor merges spool segments: :mod:`agent_rl_plugin.store.lease` does.
 """
@@ -21,10 +23,21 @@ import duckdb
 from agent_rl_plugin.store.errors import StoreError, is_config_conflict, translate_duckdb_error
 from agent_rl_plugin.store.migrations import migrate
 
+#: The name a file opened with a row group size (:func:`connect_file`) has in its connection.
+ATTACHED_NAME = "agent_rl_store"
 
-def connect_file(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """``duckdb.connect(path, read_only=...)`` with the store's errors (see the contract)."""
+
+def connect_file(path: str, read_only: bool, row_group_size: int | None = None) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect(path, read_only=...)`` with the store's errors (see the contract).
+
+    ``row_group_size`` (read-write only): the file is attached to a connection of its own, with
+    rows appended from it going into row groups of that many rows (DuckDB's ``ATTACH ...
+    (ROW_GROUP_SIZE n)``), and made the connection's default database. For a process that opens
+    the file for nothing else (the merger child): DuckDB refuses to attach a file this process
+    already has open another way."""
     try:
+        if row_group_size and not read_only:
+            return _attach(path, int(row_group_size))
         return duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
         if read_only and is_config_conflict(exc):
@@ -36,8 +49,23 @@ def connect_file(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(f"cannot open {path}: {exc}", path) from exc
 
 
-def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
-    """Open ``path`` read-write (creating its folder), apply migrations; (connection, applied)."""
+def _attach(path: str, row_group_size: int) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect()
+    try:
+        quoted = "'" + path.replace("'", "''") + "'"
+        connection.execute(f"ATTACH {quoted} AS {ATTACHED_NAME} (ROW_GROUP_SIZE {row_group_size})")
+        connection.execute(f"USE {ATTACHED_NAME}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def open_write_connection(
+    path: str | os.PathLike[str], row_group_size: int | None = None
+) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
+    """Open ``path`` read-write (creating its folder), apply migrations; (connection, applied).
+    ``row_group_size``: see :func:`connect_file`."""
     text = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(text))
     if "?" in os.path.abspath(text):
@@ -51,7 +79,7 @@ def open_write_connection(path: str | os.PathLike[str]) -> tuple[duckdb.DuckDBPy
     except OSError as exc:
         raise StoreError(f"cannot create the folder of {text}: {exc}", text) from exc
     new = not os.path.exists(text)
-    connection = connect_file(text, read_only=False)
+    connection = connect_file(text, read_only=False, row_group_size=row_group_size)
     try:
         applied = migrate(connection)
     except BaseException:

@@ -101,7 +101,7 @@ CHILD_MAX_LEASES_PER_MERGE = 2
 #: at full speed fills one before a flush.
 PROMPT_MERGE_ROWS = MAX_SEGMENT_ROWS
 #: Shortest pause between the end of one background merge and the start of the next: the file is
-#: free for readers and other writers then (a waiting reader retries at least every 0.2 s).
+#: free for readers and other writers then (a waiting reader retries at least every 0.05 s).
 MERGE_GAP_S = 0.25
 #: ``AGENT_RL_MERGER``: ``auto`` (the default: see :meth:`SpoolWriter._merger_for_merge`),
 #: ``process`` or ``thread``.
