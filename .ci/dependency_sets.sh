@@ -22,6 +22,7 @@ cd "$(dirname "$0")/.."
 SUBSET=(
     tests/test_tracing.py
     tests/test_store_*.py
+    tests/test_merge_row_groups.py
     tests/test_reliability_*.py
     tests/test_exit_paths.py
     tests/test_multiprocess_store.py

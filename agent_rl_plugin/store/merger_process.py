@@ -14,7 +14,8 @@ Contract:
   failure come back in the :class:`MergeOutcome`.
 * :class:`MergerProcess` runs :func:`merge_leases` in a child (this module's :func:`main`, in the
   same copy of the package as the agent's), started on the first :meth:`~MergerProcess.merge`,
-  one request at a time; the child's leases append in row groups of :data:`MERGE_ROW_GROUP_SIZE`. :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
+  one request at a time; the child's leases append in row groups of :data:`MERGE_ROW_GROUP_SIZE`.
+  :meth:`~MergerProcess.merge` returns ``None`` when the child cannot be
   started or did not answer within its timeout (the child is then stopped; a later call starts a
   new one): the caller merges in-process, or leaves the segments for the next merge. After
   ``MAX_FAILURES`` requests in a row without an answer (or a child that cannot start at all) it
