@@ -12,7 +12,6 @@ row: a tool for the profile in docs/benchmarks.md (the tenth pass).
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import shutil
@@ -25,7 +24,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from agent_rl_plugin.store import spool_writer  # noqa: E402
-from bench.store_ingest import default_exporter, make_spans, merge_rest  # noqa: E402
+from bench.store_ingest import default_exporter, merge_rest, spans_from_arguments  # noqa: E402
 
 
 def _cpu(who: int = resource.RUSAGE_SELF) -> float:
@@ -34,11 +33,7 @@ def _cpu(who: int = resource.RUSAGE_SELF) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", type=int, default=100_000, help="number of spans (default 100000)")
-    parser.add_argument("--batch", type=int, default=512, help="spans per export() call (default 512)")
-    args = parser.parse_args()
-    spans = make_spans(args.n + 1)
+    args, spans = spans_from_arguments(__doc__)
     leases: list[tuple[float, dict[str, Any]]] = []
     count = spool_writer.SpoolWriter._count
 

@@ -394,12 +394,18 @@ def run(ctx: Context) -> Row:
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def spans_from_arguments(description: str | None) -> tuple[argparse.Namespace, list[ReadableSpan]]:
+    """The command line of this module and of ``bench/ingest_timeline.py`` (``-n``, ``--batch``)
+    and the ``n + 1`` spans it asks for (one is stored before the clock)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=100_000, help="number of spans (default 100000)")
     parser.add_argument("--batch", type=int, default=512, help="spans per export() call (default 512)")
     args = parser.parse_args()
-    spans = make_spans(args.n + 1)
+    return args, make_spans(args.n + 1)
+
+
+def main() -> None:
+    args, spans = spans_from_arguments(__doc__)
     folder = Path(tempfile.mkdtemp(prefix="agent-rl-bench-"))
     try:
         rate, stats = exporter_rate(spans, folder / "bench.duckdb", args.batch)
