@@ -131,3 +131,21 @@ def test_the_repeat_check_finds_a_span_repeated_in_the_batch_or_stored(tmp_path:
         assert connection.execute(repeats_sql("twice")).fetchall() == [(False, False)]
     finally:
         connection.close()
+
+
+def test_a_check_that_fails_falls_back_to_the_anti_join(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where DuckDB cannot run the check (no memory for it), the batch takes the anti-join, as
+    before the check existed: a span stored before is still not stored again."""
+    from agent_rl_plugin.store import batch as batch_module
+
+    connection, _ = open_write_connection(tmp_path / "fallback.duckdb")
+    try:
+        assert batch_module.insert_batch(connection, spans(("t1", "a"))) == 1
+        monkeypatch.setattr(batch_module, "repeats_sql", lambda source: "SELECT * FROM no_such_table")
+        assert batch_module.insert_batch(connection, spans(("t1", "a"), ("t1", "b"))) == 1
+        assert [row[0] for row in connection.execute("SELECT span_id FROM spans ORDER BY rowid").fetchall()] == [
+            "a",
+            "b",
+        ]
+    finally:
+        connection.close()

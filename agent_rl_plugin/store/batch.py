@@ -146,10 +146,18 @@ def choose_insert_sql(
 ) -> str:
     """The statement that stores the new spans of ``source`` (its parameters: ``parameters``,
     then the ``ingested_at`` one when it is a parameter), chosen by :func:`repeats_sql` run on
-    ``connection`` (in the caller's transaction, so nothing is stored between the check and the
-    insert): every row when none repeats nor is stored, else the anti-join
-    (:func:`insert_spans_sql`), without its per-batch step when the span ids are distinct."""
-    rows = connection.execute(repeats_sql(source), parameters).fetchall()  # one row; fetched to the end
+    ``connection``: every row when none repeats nor is stored, else the anti-join
+    (:func:`insert_spans_sql`), without its per-batch step when the span ids are distinct.
+
+    Run it before the insert's transaction: a check that fails (DuckDB found no memory for it)
+    then leaves no aborted transaction behind, and the full anti-join is chosen, as before the
+    check existed. Between the check and the insert no other process can write (the caller holds
+    the file); another connection of this process could, as it could between the anti-join's
+    read and its insert."""
+    try:
+        rows = connection.execute(repeats_sql(source), parameters).fetchall()  # one row; fetched to the end
+    except duckdb.Error:
+        rows = []
     distinct, stored = (bool(rows[0][0]), bool(rows[0][1])) if rows else (False, True)
     if distinct and not stored:
         return insert_every_span_sql(source, ingested_at)
@@ -231,8 +239,13 @@ def is_data_error(exc: BaseException) -> bool:
 
 def needs_smaller_batches(exc: BaseException) -> bool:
     """True when DuckDB found no memory for a batch (its ``memory_limit``): each half needs less,
-    so the rows are written in halves rather than dropped."""
-    return isinstance(exc, duckdb.OutOfMemoryException)
+    so the rows are written in halves rather than dropped. DuckDB says so with an
+    ``OutOfMemoryException`` while it runs the insert, and with a ``TransactionException``
+    ("Failed to commit: could not allocate block ...") when the memory runs out at the commit
+    (a plain insert streams its rows, so its commit is where a big batch needs the memory)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    return isinstance(exc, duckdb.TransactionException) and "could not allocate" in str(exc)
 
 
 @dataclass
@@ -263,10 +276,10 @@ def insert_batch(connection: duckdb.DuckDBPyConnection, spans: pa.Table, rewards
     if has_rewards:
         connection.register(REWARDS_VIEW, rewards)
     try:
+        sql = choose_insert_sql(connection, SPANS_VIEW, []) if spans.num_rows else ""
         connection.execute("BEGIN TRANSACTION")
         try:
             if spans.num_rows:
-                sql = choose_insert_sql(connection, SPANS_VIEW, [])
                 row = connection.execute(sql, [now]).fetchone()
                 assert row is not None  # an INSERT returns one row: its count
                 inserted = int(row[0])

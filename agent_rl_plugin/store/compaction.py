@@ -101,9 +101,13 @@ def _insert(
 
     spans_files = [s.spans_path for s in segments]
     rewards_files = [s.rewards_path for s in segments if s.rewards_path is not None]
+    sql = (  # checked before the transaction (see choose_insert_sql)
+        choose_insert_sql(connection, segment_source(), [spans_files], SEGMENT_TIME_SQL, SEGMENT_ORDER)
+        if rows is None
+        else ""
+    )
     with arrow_transaction(connection, {}):
         if rows is None:
-            sql = choose_insert_sql(connection, segment_source(), [spans_files], SEGMENT_TIME_SQL, SEGMENT_ORDER)
             row = connection.execute(sql, [spans_files]).fetchone()
             if rewards_files:
                 connection.execute(insert_rewards_sql(segment_source(), SEGMENT_TIME_SQL), [rewards_files])
