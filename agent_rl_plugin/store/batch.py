@@ -240,12 +240,21 @@ def is_data_error(exc: BaseException) -> bool:
 def needs_smaller_batches(exc: BaseException) -> bool:
     """True when DuckDB found no memory for a batch (its ``memory_limit``): each half needs less,
     so the rows are written in halves rather than dropped. DuckDB says so with an
-    ``OutOfMemoryException`` while it runs the insert, and with a ``TransactionException``
-    ("Failed to commit: could not allocate block ...") when the memory runs out at the commit
-    (a plain insert streams its rows, so its commit is where a big batch needs the memory)."""
+    ``OutOfMemoryException`` while it runs the insert, and with a ``TransactionException`` when
+    the memory runs out at the commit (a plain insert streams its rows, so its commit is where a
+    big batch needs the memory): "Failed to commit: could not allocate block ..." (DuckDB 2.0.1),
+    "... failed to pin block ..." (2.0.0), each followed by DuckDB's advice to raise
+    ``memory_limit``."""
     if isinstance(exc, duckdb.OutOfMemoryException):
         return True
-    return isinstance(exc, duckdb.TransactionException) and "could not allocate" in str(exc)
+    if not isinstance(exc, duckdb.TransactionException):
+        return False
+    text = str(exc).lower()
+    return any(sign in text for sign in _NO_MEMORY_AT_COMMIT)
+
+
+#: What DuckDB's commit errors say when the memory ran out (lower case).
+_NO_MEMORY_AT_COMMIT = ("could not allocate", "failed to pin", "out of memory", "memory_limit")
 
 
 @dataclass
