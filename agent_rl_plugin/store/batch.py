@@ -112,8 +112,7 @@ def insert_spans_sql(
 ) -> str:
     """``INSERT INTO spans`` of :func:`spans_select_sql` over the new rows of ``source``
     (:func:`new_spans_sql`); the statement returns the number of rows inserted."""
-    new_rows = new_spans_sql(source, order_by, distinct_ids=distinct_ids)
-    return f"INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) {spans_select_sql(new_rows, ingested_at)}"
+    return insert_every_span_sql(new_spans_sql(source, order_by, distinct_ids=distinct_ids), ingested_at)
 
 
 def insert_every_span_sql(source: str, ingested_at: str = "?::TIMESTAMP") -> str:

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from agent_rl_plugin import semconv as sc
 from agent_rl_plugin.store.batch import INSERT_REWARDS_SQL, REWARDS_VIEW, insert_batch
+from agent_rl_plugin.store.opening import sql_string
 from agent_rl_plugin.store.rows import SPAN_SCHEMA, SpanBatch, rewards_to_table
 from agent_rl_plugin.store.span_parts import reward_row
 
@@ -131,7 +132,7 @@ def ingest_parquet(connection: duckdb.DuckDBPyConnection, path: str, report: Ing
     """Insert the new spans of the Parquet file ``path`` (and the rewards of their evaluation
     events) in one transaction on ``connection``, counting into ``report`` (see the module
     contract); a file DuckDB cannot read is an error entry, not an exception."""
-    source = f"read_parquet({_quote(path)}, hive_partitioning = false)"
+    source = f"read_parquet({sql_string(path)}, hive_partitioning = false)"
     try:
         available = {row[0] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
     except duckdb.Error as exc:
@@ -226,10 +227,6 @@ def _rewards_from_events(connection: duckdb.DuckDBPyConnection) -> pa.Table | No
                     reward_row(attrs, event.get("time"), trace_id, span_id, position, rollout_id or trace_id)
                 )
     return rewards_to_table(rewards)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _first_line(exc: BaseException) -> str:

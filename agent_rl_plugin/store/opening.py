@@ -49,11 +49,16 @@ def connect_file(path: str, read_only: bool, row_group_size: int | None = None) 
         raise StoreError(f"cannot open {path}: {exc}", path) from exc
 
 
+def sql_string(text: str) -> str:
+    """``text`` as an SQL string literal (quotes doubled): for the places DuckDB takes no
+    parameter (``ATTACH``, ``COPY ... TO``, a table function's literal path)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _attach(path: str, row_group_size: int) -> duckdb.DuckDBPyConnection:
     connection = duckdb.connect()
     try:
-        quoted = "'" + path.replace("'", "''") + "'"
-        connection.execute(f"ATTACH {quoted} AS {ATTACHED_NAME} (ROW_GROUP_SIZE {row_group_size})")
+        connection.execute(f"ATTACH {sql_string(path)} AS {ATTACHED_NAME} (ROW_GROUP_SIZE {row_group_size})")
         connection.execute(f"USE {ATTACHED_NAME}")
     except BaseException:
         connection.close()

@@ -31,6 +31,7 @@ import duckdb
 
 from agent_rl_plugin.errors import AgentRLError
 from agent_rl_plugin.store.connection import open_reader
+from agent_rl_plugin.store.opening import sql_string
 from agent_rl_plugin.store.user_sql import SqlRefused, UserSqlError, check_condition
 
 PARTITION_COLUMNS = ("date", "service")
@@ -42,10 +43,6 @@ _SELECT = (
 
 class ParquetExportError(AgentRLError, ValueError):
     """The export cannot run as asked; ``str(error)`` says why and what to do."""
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def select_sql(where: str | None = None) -> str:
@@ -90,7 +87,7 @@ def export_parquet(
         if before or os.listdir(out):
             options += ", APPEND"
         try:
-            result = connection.execute(f"COPY ({sql}) TO {_sql_string(out)} ({options})").fetchone()
+            result = connection.execute(f"COPY ({sql}) TO {sql_string(out)} ({options})").fetchone()
         except duckdb.Error as exc:
             message = str(exc).strip().splitlines()[0]
             raise ParquetExportError(f"export failed: {message}") from None
